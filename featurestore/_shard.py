@@ -1,0 +1,219 @@
+"""Single-shard arrays: how the store writes arrays and how the local path finds rows.
+
+Each array of the store is one zarr shard file (``<array>/c/0[/0]``) holding every inner
+chunk contiguously in row order, followed by the shard index (``n_chunks`` pairs of
+little-endian uint64 ``(offset, nbytes)`` and a crc32c of them). Uncompressed, row ``r``
+then starts at byte ``r * row_bytes``: the file *is* the raw array, padded to whole chunks.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable
+
+import google_crc32c
+import numpy as np
+
+from .errors import CorruptStoreError, SchemaError
+from .format import inner_chunk_rows
+from ._location import Location
+
+MISSING = np.uint64(2**64 - 1)
+
+
+@dataclass(frozen=True)
+class ShardLayout:
+    """Geometry of a single-shard array."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    chunk_rows: int
+
+    @property
+    def row_bytes(self) -> int:
+        return int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-self.shape[0] // self.chunk_rows)
+
+    @property
+    def data_bytes(self) -> int:
+        return self.n_chunks * self.chunk_rows * self.row_bytes
+
+    @property
+    def index_bytes(self) -> int:
+        return 16 * self.n_chunks + 4
+
+    @property
+    def file_bytes(self) -> int:
+        return self.data_bytes + self.index_bytes
+
+    def chunk_key(self) -> str:
+        return "c/" + "/".join("0" for _ in self.shape)
+
+    def index_blob(self) -> bytes:
+        chunk = self.chunk_rows * self.row_bytes
+        idx = np.empty((self.n_chunks, 2), dtype="<u8")
+        idx[:, 0] = np.arange(self.n_chunks, dtype=np.uint64) * np.uint64(chunk)
+        idx[:, 1] = chunk
+        raw = idx.tobytes()
+        return raw + google_crc32c.value(raw).to_bytes(4, "little")
+
+    @classmethod
+    def from_metadata(cls, meta: dict) -> "ShardLayout | None":
+        """The layout of an array's ``zarr.json``, or None when it is not one uncompressed shard."""
+        shape = tuple(meta["shape"])
+        dtype = np.dtype(meta["data_type"]).newbyteorder("<")
+        codecs = meta.get("codecs", [])
+        if len(codecs) != 1 or codecs[0]["name"] != "sharding_indexed":
+            return None
+        conf = codecs[0]["configuration"]
+        inner = conf["codecs"]
+        if [c["name"] for c in inner] != ["bytes"] or conf.get("index_location", "end") != "end":
+            return None
+        outer = tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])
+        chunk = tuple(conf["chunk_shape"])
+        if outer[0] < shape[0] or outer[1:] != shape[1:] or chunk[1:] != shape[1:]:
+            return None
+        if [c["name"] for c in conf["index_codecs"]] != ["bytes", "crc32c"]:
+            return None
+        lay = cls(shape, dtype, chunk[0])
+        if lay.n_chunks * chunk[0] != outer[0]:
+            return None
+        return lay
+
+
+def zarr_array_kwargs(shape: tuple[int, ...], dtype: np.dtype) -> dict:
+    """Arguments of ``zarr.create_array`` for an uncompressed single-shard array."""
+    rest = tuple(shape[1:])
+    if shape[0] == 0:
+        return dict(shape=shape, dtype=dtype, chunks=(1,) + rest, compressors=None,
+                    filters=None, fill_value=0)
+    row_bytes = int(np.prod(rest, dtype=np.int64)) * dtype.itemsize
+    c = inner_chunk_rows(row_bytes)
+    lay = ShardLayout(tuple(shape), dtype, c)
+    return dict(shape=shape, dtype=dtype, chunks=(c,) + rest, shards=(lay.n_chunks * c,) + rest,
+                compressors=None, filters=None, fill_value=0)
+
+
+class ShardWriter:
+    """Streams rows of one array into its shard file, in order, then appends the index.
+
+    ``write(block)`` appends rows; ``close()`` checks the row count, pads, writes the index and
+    renames the temporary file into place, so a crash never leaves a plausible-looking file.
+    With ``memmap=True`` (local stores only) :attr:`array` is a writable memory map of the
+    whole array for out-of-order writes, and ``write`` is not used.
+    """
+
+    def __init__(self, loc: Location, array_key: str, shape: tuple[int, ...], dtype,
+                 chunk_rows: int, memmap: bool = False):
+        self.loc = loc
+        self.layout = ShardLayout(tuple(int(s) for s in shape), np.dtype(dtype).newbyteorder("<"),
+                                  chunk_rows)
+        self.name = array_key
+        self.path = loc.path(f"{array_key}/{self.layout.chunk_key()}")
+        self.tmp = self.path + ".partial"
+        self.rows = 0
+        self.array: np.memmap | None = None
+        loc.fs.makedirs(os.path.dirname(self.tmp) if loc.is_local else self.tmp.rsplit("/", 1)[0],
+                        exist_ok=True)
+        if memmap:
+            if not loc.is_local:
+                raise ValueError(f"memmap writing needs a local store, not {loc.url}")
+            with open(self.tmp, "wb") as f:
+                f.truncate(self.layout.file_bytes)
+            self.array = np.memmap(self.tmp, dtype=self.layout.dtype, mode="r+",
+                                   shape=self.layout.shape) if self.layout.shape[0] else None
+            self._f = None
+        else:
+            self._f = loc.fs.open(self.tmp, "wb") if not loc.is_local else open(self.tmp, "wb")
+
+    def write(self, block) -> None:
+        lay = self.layout
+        block = np.asarray(block)
+        if block.shape[1:] != lay.shape[1:]:
+            raise SchemaError(f"Expected rows of shape {lay.shape[1:]} for {self.name}. "
+                              f"Got a block of shape {block.shape} instead.")
+        if self.rows + block.shape[0] > lay.shape[0]:
+            raise SchemaError(f"Expected {lay.shape[0]} rows for {self.name}. "
+                              f"Got at least {self.rows + block.shape[0]} instead.")
+        if not np.can_cast(block.dtype, lay.dtype, casting="same_kind"):
+            raise SchemaError(f"Expected data castable to {lay.dtype} for {self.name}. "
+                              f"Got {block.dtype} instead.")
+        self._f.write(memoryview(np.ascontiguousarray(block, dtype=lay.dtype)).cast("B"))
+        self.rows += block.shape[0]
+
+    def write_all(self, blocks: Iterable) -> None:
+        for b in blocks:
+            self.write(b)
+
+    def close(self) -> None:
+        lay = self.layout
+        if self.array is not None or self._f is None:
+            if self.array is not None:
+                self.array.flush()
+                del self.array
+                self.array = None
+            with open(self.tmp, "r+b") as f:
+                f.seek(lay.data_bytes)
+                f.write(lay.index_blob())
+                f.flush()
+                os.fsync(f.fileno())
+        else:
+            if self.rows != lay.shape[0]:
+                self._f.close()
+                self.loc.fs.rm(self.tmp)
+                raise SchemaError(f"Expected {lay.shape[0]} rows for {self.name}. "
+                                  f"Got {self.rows} instead.")
+            pad = (lay.n_chunks * lay.chunk_rows - lay.shape[0]) * lay.row_bytes
+            if pad:
+                self._f.write(bytes(pad))
+            self._f.write(lay.index_blob())
+            if self.loc.is_local:
+                self._f.flush()
+                os.fsync(self._f.fileno())
+            self._f.close()
+        if self.loc.is_local:
+            os.replace(self.tmp, self.path)
+        else:
+            self.loc.fs.mv(self.tmp, self.path)
+
+    def abort(self) -> None:
+        if self._f is not None:
+            self._f.close()
+        self.array = None
+        if self.loc.fs.exists(self.tmp):
+            self.loc.fs.rm(self.tmp)
+
+
+def check_shard_file(loc: Location, array_key: str, layout: ShardLayout,
+                     full: bool = False) -> list[str]:
+    """Problems with an array's shard file: missing, wrong size, index not contiguous."""
+    path = loc.path(f"{array_key}/{layout.chunk_key()}")
+    if layout.shape[0] == 0:
+        return []
+    if not loc.fs.exists(path):
+        return [f"{path}: shard file missing"]
+    size = loc.fs.size(path)
+    if size != layout.file_bytes:
+        return [f"{path}: expected {layout.file_bytes} bytes, found {size} (truncated or overwritten)"]
+    if full or layout.n_chunks <= 1 << 16:
+        with loc.fs.open(path, "rb") as f:
+            f.seek(layout.data_bytes)
+            blob = f.read(layout.index_bytes)
+        if blob != layout.index_blob():
+            return [f"{path}: shard index is not the contiguous layout of format v1"]
+    return []
+
+
+def read_index_ok(path: str, layout: ShardLayout) -> None:
+    """Raise CorruptStoreError unless a local shard file has the contiguous v1 layout."""
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError as e:
+        raise CorruptStoreError(f"Expected shard file {path}. It is missing.") from e
+    if size != layout.file_bytes:
+        raise CorruptStoreError(f"Expected {layout.file_bytes} bytes in {path}. "
+                                f"Got {size} instead (truncated or overwritten).")

@@ -1,0 +1,79 @@
+"""Exception classes of the feature store.
+
+Every error derives from :class:`FeatureStoreError` and from the built-in exception a
+caller would catch for the same problem, so ``except FileNotFoundError`` keeps working.
+Messages name the store, array or file concerned.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FeatureStoreError",
+    "StoreNotFoundError",
+    "NotAStoreError",
+    "IncompleteStoreError",
+    "StoreExistsError",
+    "CorruptStoreError",
+    "UnknownNodeTypeError",
+    "UnknownEdgeTypeError",
+    "UnknownFeatureError",
+    "UnknownSplitError",
+    "InvalidIdsError",
+    "IdsOutOfRangeError",
+    "SchemaError",
+]
+
+
+class FeatureStoreError(Exception):
+    """Base class of every error raised by this package."""
+
+
+class StoreNotFoundError(FeatureStoreError, FileNotFoundError):
+    """The path or URL does not exist."""
+
+
+class NotAStoreError(FeatureStoreError, ValueError):
+    """The path exists but holds no feature store (no zarr group, or another format)."""
+
+
+class IncompleteStoreError(FeatureStoreError, RuntimeError):
+    """The store was never committed: a writer crashed or is still running."""
+
+
+class StoreExistsError(FeatureStoreError, FileExistsError):
+    """A store already exists where a new one was to be created."""
+
+
+class CorruptStoreError(FeatureStoreError, OSError):
+    """A file of the store is missing, truncated or inconsistent with the metadata."""
+
+
+class UnknownNodeTypeError(FeatureStoreError, KeyError):
+    """The node type is not in the store's schema."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownEdgeTypeError(UnknownNodeTypeError):
+    """The edge type is not in the store's schema."""
+
+
+class UnknownFeatureError(UnknownNodeTypeError):
+    """The feature (or per-node value array) is not in the store."""
+
+
+class UnknownSplitError(UnknownNodeTypeError):
+    """The split is not in the store."""
+
+
+class InvalidIdsError(FeatureStoreError, TypeError):
+    """Ids are not a 1-D array of integers."""
+
+
+class IdsOutOfRangeError(FeatureStoreError, IndexError):
+    """Ids fall outside ``[0, num_rows)``."""
+
+
+class SchemaError(FeatureStoreError, ValueError):
+    """Data given to the writer does not agree with the schema (shape, dtype, count)."""

@@ -1,0 +1,375 @@
+"""The writer API: build a store step by step, then commit it.
+
+Until :meth:`StoreWriter.commit` the root attributes say ``complete: false`` and readers
+refuse the store. Each array is written to a temporary file and renamed into place when
+whole, and the schema in the root ``zarr.json`` is rewritten atomically after every step,
+so a writer killed at any point leaves a store that is either refused or resumable.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from . import __version__
+from . import format as fmt
+from ._kernels import id_range
+from ._location import Location
+from ._shard import ShardWriter, zarr_array_kwargs
+from .errors import (IncompleteStoreError, NotAStoreError, SchemaError, StoreExistsError,
+                     UnknownNodeTypeError)
+from .format import EdgeType
+
+__all__ = ["create_store", "StoreWriter", "iter_blocks"]
+
+#: bytes per block when the writer streams a large array given whole (a memory map, say).
+BLOCK_BYTES = 64 << 20
+
+
+def create_store(url: str | os.PathLike, *, mode: str = "w-",
+                 storage_options: dict | None = None) -> "StoreWriter":
+    """Start writing a store at ``url`` (local path or fsspec URL).
+
+    ``mode``: ``"w-"`` fails if anything exists there; ``"w"`` replaces an existing store;
+    ``"a"`` resumes an incomplete store (its finished arrays are kept).
+    """
+    return StoreWriter(url, mode=mode, storage_options=storage_options)
+
+
+def iter_blocks(data, block_bytes: int = BLOCK_BYTES) -> Iterator[np.ndarray]:
+    """Split an array (or memory map) into row blocks of about ``block_bytes``."""
+    arr = np.asarray(data) if not isinstance(data, np.ndarray) else data
+    if arr.ndim == 0:
+        raise SchemaError(f"Expected an array with rows. Got a scalar {arr!r} instead.")
+    row = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
+    step = max(1, block_bytes // row)
+    for lo in range(0, arr.shape[0], step):
+        yield arr[lo:lo + step]
+
+
+def _blocks_of(data) -> Iterable[np.ndarray]:
+    if isinstance(data, np.ndarray) or hasattr(data, "__array__") and not hasattr(data, "__next__"):
+        return iter_blocks(data)
+    return data
+
+
+class StoreWriter:
+    """Writes a store. Use :func:`create_store`; call :meth:`commit` when done."""
+
+    def __init__(self, url, *, mode: str = "w-", storage_options: dict | None = None):
+        if mode not in ("w-", "w", "a"):
+            raise ValueError(f"Expected mode 'w-', 'w' or 'a'. Got {mode!r} instead.")
+        self.loc = Location(url, storage_options)
+        self.url = self.loc.url
+        exists = self.loc.exists("zarr.json")
+        if exists and mode == "w-":
+            raise StoreExistsError(f"Expected nothing at {self.url}. A store exists there; "
+                                   "pass mode='w' to replace it or mode='a' to resume it.")
+        if mode == "a" and exists:
+            attrs = self.loc.read_json("zarr.json").get("attributes", {})
+            if attrs.get("format") != fmt.FORMAT_NAME:
+                raise NotAStoreError(f"Expected a feature store to resume at {self.url}. "
+                                     f"Got format {attrs.get('format')!r} instead.")
+            if attrs.get("complete"):
+                raise StoreExistsError(f"The store at {self.url} is complete; nothing to resume.")
+            self.attrs = attrs
+        else:
+            if self.loc.exists() and (exists or mode == "w"):
+                self.loc.fs.rm(self.loc.root, recursive=True)
+            elif self.loc.exists() and self.loc.fs.ls(self.loc.root):
+                raise StoreExistsError(f"Expected an empty or new directory at {self.url}. "
+                                       "It holds other files.")
+            self.loc.fs.makedirs(self.loc.root, exist_ok=True)
+            self.attrs = {
+                "format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION,
+                "complete": False, "writer_version": __version__,
+                "schema": {"node_types": {}, "edge_types": [], "splits": {}},
+                "provenance": [],
+            }
+            self._save()
+        self._zstore = self.loc.zarr_store(read_only=False)
+
+    # -- bookkeeping ----------------------------------------------------------------
+    @property
+    def schema(self) -> dict[str, Any]:
+        return self.attrs["schema"]
+
+    def _save(self) -> None:
+        self.loc.write_json_atomic(
+            "zarr.json", {"zarr_format": 3, "node_type": "group", "attributes": self.attrs})
+
+    def has_array(self, key: str) -> bool:
+        """Whether ``key`` was written completely (resuming jobs skip it)."""
+        return self.loc.exists(f"{key}/zarr.json") and key in self.attrs.get("arrays", [])
+
+    def _ntype(self, ntype: str) -> dict:
+        if ntype not in self.schema["node_types"]:
+            raise UnknownNodeTypeError(f"Expected a node type added to {self.url} "
+                                       f"({sorted(self.schema['node_types'])}). Got {ntype!r}.")
+        return self.schema["node_types"][ntype]
+
+    def _create_meta(self, key: str, shape: tuple, dtype: np.dtype, compressors=None) -> dict:
+        import zarr
+
+        if compressors is None:
+            kw = zarr_array_kwargs(shape, dtype)
+        else:
+            kw = zarr_array_kwargs(shape, dtype)
+            kw.pop("shards", None)
+            kw["compressors"] = compressors
+            if shape[0]:
+                kw["shards"] = (kw["chunks"][0] * 64,) + tuple(shape[1:])
+        kw["config"] = {"write_empty_chunks": True}
+        return dict(array=zarr.create_array(store=self._zstore, name=key, overwrite=True, **kw),
+                    kw=kw)
+
+    def _done(self, key: str) -> None:
+        arrays = self.attrs.setdefault("arrays", [])
+        if key not in arrays:
+            arrays.append(key)
+        self._save()
+
+    def new_array(self, key: str, shape: Sequence[int], dtype, *, memmap: bool = False) -> ShardWriter:
+        """A raw writer for an uncompressed array (preprocessing jobs stream into these).
+
+        Call ``close()`` on it, then :meth:`finish_array` to record it.
+        """
+        dtype = np.dtype(dtype)
+        meta = self._create_meta(key, tuple(shape), dtype)
+        return ShardWriter(self.loc, key, tuple(shape), dtype, meta["kw"]["chunks"][0],
+                           memmap=memmap)
+
+    def finish_array(self, key: str) -> None:
+        self._done(key)
+
+    def _write(self, key: str, shape: tuple, dtype: np.dtype, blocks: Iterable,
+               compressors=None, check=None) -> None:
+        if compressors is not None:
+            self._write_zarr(key, shape, dtype, blocks, compressors, check)
+            return
+        meta = self._create_meta(key, shape, dtype)
+        if shape[0] == 0:
+            for b in blocks:
+                if len(b):
+                    raise SchemaError(f"Expected 0 rows for {key}. Got {len(b)} or more instead.")
+            self._done(key)
+            return
+        w = ShardWriter(self.loc, key, shape, dtype, meta["kw"]["chunks"][0])
+        try:
+            for b in blocks:
+                b = np.asarray(b)
+                if check is not None:
+                    check(b, w.rows)
+                w.write(b)
+            w.close()
+        except BaseException:
+            w.abort()
+            raise
+        self._done(key)
+
+    def _write_zarr(self, key, shape, dtype, blocks, compressors, check) -> None:
+        z = self._create_meta(key, shape, dtype, compressors)["array"]
+        step = z.shards[0] if shape[0] else 1
+        buf = np.empty((step,) + tuple(shape[1:]), dtype)
+        fill = 0
+        done = 0
+        for b in blocks:
+            b = np.asarray(b)
+            if check is not None:
+                check(b, done + fill)
+            if b.shape[1:] != tuple(shape[1:]) or done + fill + len(b) > shape[0]:
+                raise SchemaError(f"Expected {shape[0]} rows of shape {shape[1:]} for {key}. "
+                                  f"Got a block of shape {b.shape} at row {done + fill}.")
+            i = 0
+            while i < len(b):
+                k = min(step - fill, len(b) - i)
+                buf[fill:fill + k] = b[i:i + k]
+                fill += k
+                i += k
+                if fill == step:
+                    z[done:done + step] = buf
+                    done += step
+                    fill = 0
+        if fill:
+            z[done:done + fill] = buf[:fill]
+            done += fill
+        if done != shape[0]:
+            raise SchemaError(f"Expected {shape[0]} rows for {key}. Got {done} instead.")
+        self._done(key)
+
+    # -- public steps ---------------------------------------------------------------
+    def add_node_type(self, ntype: str, num_nodes: int, orig_ids=None) -> None:
+        """Declare a node type with ``num_nodes`` nodes (ids ``0..num_nodes-1``).
+
+        ``orig_ids``: the original id of each node (array or iterator of blocks, integer);
+        by default the identity.
+        """
+        fmt.check_name("node type", ntype)
+        if num_nodes < 0:
+            raise SchemaError(f"Expected a non-negative node count for {ntype!r}. Got {num_nodes}.")
+        nt = self.schema["node_types"].setdefault(ntype, {"num_nodes": int(num_nodes)})
+        if nt["num_nodes"] != num_nodes:
+            raise SchemaError(f"Node type {ntype!r} already has {nt['num_nodes']} nodes, "
+                              f"not {num_nodes}.")
+        nt.setdefault("features", {})
+        nt.setdefault("values", {})
+        key = fmt.orig_id_key(ntype)
+        if orig_ids is None:
+            step = max(1, BLOCK_BYTES // 8)
+            orig_ids = (np.arange(lo, min(lo + step, num_nodes), dtype=np.int64)
+                        for lo in range(0, num_nodes, step))
+
+        def check(b, at):
+            if b.ndim != 1 or b.dtype.kind not in "iu":
+                raise SchemaError(f"Expected 1-D integer orig_ids for {ntype!r}. "
+                                  f"Got {b.dtype} of shape {b.shape} instead.")
+
+        self._write(key, (int(num_nodes),), np.dtype(np.int64), _blocks_of(orig_ids), check=check)
+
+    def add_edge_type(self, etype: Sequence[str], indptr, indices, *,
+                      indices_dtype=None, validate: bool = True) -> None:
+        """Add a CSC edge type: for destination ``v``, sources ``indices[indptr[v]:indptr[v+1]]``.
+
+        ``indptr`` is an array of length ``num_nodes(dst) + 1``; ``indices`` an array or an
+        iterator of blocks with ids of ``src``. Stored as int32 when every id fits.
+        """
+        et = EdgeType(*etype)
+        for part, name in (("relation", et.rel), ("node type", et.src), ("node type", et.dst)):
+            fmt.check_name(part, name)
+        num_src = self._ntype(et.src)["num_nodes"]
+        num_dst = self._ntype(et.dst)["num_nodes"]
+        indptr = np.asarray(indptr)
+        if indptr.ndim != 1 or indptr.shape[0] != num_dst + 1 or indptr.dtype.kind not in "iu":
+            raise SchemaError(f"Expected an integer indptr of length {num_dst + 1} for {et}. "
+                              f"Got {indptr.dtype} of shape {indptr.shape} instead.")
+        num_edges = int(indptr[-1])
+        if validate:
+            if indptr[0] != 0:
+                raise SchemaError(f"Expected indptr[0] == 0 for {et}. Got {indptr[0]}.")
+            d = _first_decrease(indptr)
+            if d >= 0:
+                raise SchemaError(f"Expected a non-decreasing indptr for {et}. "
+                                  f"indptr[{d + 1}] < indptr[{d}].")
+        idt = np.dtype(indices_dtype) if indices_dtype is not None else fmt.index_dtype(num_src)
+
+        def check(b, at):
+            if b.ndim != 1 or (b.size and b.dtype.kind not in "iu"):
+                raise SchemaError(f"Expected 1-D integer indices for {et}. "
+                                  f"Got {b.dtype} of shape {b.shape} instead.")
+            if b.size and validate:
+                lo, hi = id_range(b)
+                if lo < 0 or hi >= num_src:
+                    raise SchemaError(f"Expected source ids in [0, {num_src}) for {et}. "
+                                      f"Got {int(lo if lo < 0 else hi)} near edge {at}.")
+
+        self._write(fmt.edge_key(et, "indptr"), (num_dst + 1,), np.dtype(np.int64),
+                    iter_blocks(indptr))
+        self._write(fmt.edge_key(et, "indices"), (num_edges,), idt, _blocks_of(indices),
+                    check=check)
+        ets = [e for e in self.schema["edge_types"]
+               if (e["src"], e["rel"], e["dst"]) != tuple(et)]
+        ets.append({"src": et.src, "rel": et.rel, "dst": et.dst, "num_edges": num_edges,
+                    "layout": "csc", "indices_dtype": idt.name})
+        self.schema["edge_types"] = ets
+        self._save()
+
+    def add_features(self, ntype: str, name: str, data, *, dtype=None, compressors=None,
+                     row_shape: Sequence[int] | None = None) -> None:
+        """Add a feature matrix (rows = nodes of ``ntype``).
+
+        ``data``: an array (a memory map is streamed, not loaded) or an iterator of row
+        blocks; then give ``dtype`` and ``row_shape`` or they are taken from the first block.
+        ``dtype`` casts (e.g. float32 to float16). ``compressors``: zarr compressors (e.g.
+        ``zarr.codecs.ZstdCodec()``) for object stores; uncompressed by default.
+        """
+        fmt.check_name("feature", name)
+        n = self._ntype(ntype)["num_nodes"]
+        blocks = iter(_blocks_of(data))
+        if row_shape is None or dtype is None:
+            first = np.asarray(next(blocks, np.empty((0,) + tuple(row_shape or ()),
+                                                     dtype or np.float32)))
+            row_shape = tuple(row_shape) if row_shape is not None else first.shape[1:]
+            dtype = dtype if dtype is not None else first.dtype
+            blocks = _chain(first, blocks)
+        dtype = np.dtype(dtype)
+        if dtype.kind not in "fiub":
+            raise SchemaError(f"Expected a numeric feature dtype for {ntype}/{name}. Got {dtype}.")
+        self._write(fmt.feature_key(ntype, name), (n,) + tuple(row_shape), dtype, blocks,
+                    compressors=compressors)
+        self._ntype(ntype)["features"][name] = {"dtype": dtype.name, "shape": list(row_shape),
+                                                "compressed": compressors is not None}
+        self._save()
+
+    def add_values(self, ntype: str, name: str, data) -> None:
+        """Add a per-node 1-D array (``year``, ``label``, a mask, ...)."""
+        fmt.check_name("value", name)
+        n = self._ntype(ntype)["num_nodes"]
+        arr = data if isinstance(data, np.ndarray) else np.asarray(data)
+        if arr.ndim != 1 or arr.shape[0] != n:
+            raise SchemaError(f"Expected {n} values for {ntype}/{name}. "
+                              f"Got shape {arr.shape} instead.")
+        self._write(fmt.values_key(ntype, name), (n,), arr.dtype, iter_blocks(arr))
+        self._ntype(ntype)["values"][name] = {"dtype": arr.dtype.name}
+        self._save()
+
+    def add_labels(self, ntype: str, labels) -> None:
+        """Add labels (integers; ``-1`` for nodes without one)."""
+        arr = np.asarray(labels)
+        if arr.dtype.kind not in "iu":
+            raise SchemaError(f"Expected integer labels for {ntype} (-1 for none). "
+                              f"Got {arr.dtype} instead.")
+        self.add_values(ntype, "label", arr)
+
+    def add_split(self, name: str, ntype: str, ids) -> None:
+        """Add split ``name`` (``train``, ``valid``, ...): store ids of ``ntype``."""
+        fmt.check_name("split", name)
+        n = self._ntype(ntype)["num_nodes"]
+        arr = np.asarray(ids)
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise SchemaError(f"Expected 1-D integer ids for split {name!r}. "
+                              f"Got {arr.dtype} of shape {arr.shape} instead.")
+        arr = arr.astype(np.int64, copy=False)
+        if arr.size:
+            lo, hi = id_range(arr)
+            if lo < 0 or hi >= n:
+                raise SchemaError(f"Expected ids in [0, {n}) for split {name!r} of {ntype!r}. "
+                                  f"Got {int(lo if lo < 0 else hi)} instead.")
+        self._write(fmt.split_key(name, ntype), (arr.shape[0],), np.dtype(np.int64),
+                    iter_blocks(arr))
+        self.schema.setdefault("splits", {}).setdefault(name, {})[ntype] = int(arr.shape[0])
+        self._save()
+
+    def add_provenance(self, step: str, **info: Any) -> None:
+        """Record a preprocessing step (inputs, options, timings) in the root attributes."""
+        entry = {"step": step, "tool": f"featurestore {__version__}",
+                 "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        entry.update(info)
+        self.attrs["provenance"].append(entry)
+        self._save()
+
+    def commit(self) -> None:
+        """Mark the store complete. Readers accept it from now on."""
+        for nt, spec in self.schema["node_types"].items():
+            if fmt.orig_id_key(nt) not in self.attrs.get("arrays", []):
+                raise IncompleteStoreError(f"Node type {nt!r} of {self.url} has no orig_id array.")
+        self.attrs["complete"] = True
+        self._save()
+
+
+def _chain(first, rest):
+    yield first
+    yield from rest
+
+
+def _first_decrease(a: np.ndarray) -> int:
+    """Index i with a[i+1] < a[i], or -1; streamed in blocks (no full diff copy)."""
+    step = BLOCK_BYTES // 8
+    for lo in range(0, max(a.shape[0] - 1, 0), step):
+        seg = np.asarray(a[lo:lo + step + 1])
+        bad = np.nonzero(seg[1:] < seg[:-1])[0]
+        if bad.size:
+            return lo + int(bad[0])
+    return -1
