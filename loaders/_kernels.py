@@ -1,0 +1,169 @@
+"""Numba kernels of the neighbour sampler (see :mod:`loaders.reference` for the NumPy twin).
+
+One sampling step takes a frontier of destination nodes and, per node, picks source
+neighbours from the CSC arrays (:func:`sample_counts` then :func:`sample_fill`, both parallel
+over the frontier); :func:`dedup` then maps the sampled global ids to local ids with an
+open-addressing hash table, appending new nodes in the order they are met (serial, so the
+numbering does not depend on the thread count).
+
+Without replacement, ``k`` of ``d`` neighbours are drawn with Floyd's algorithm; the
+membership test is a linear scan for small ``k`` and a bitmap for large ``k`` (the chosen
+set is the same either way).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ._rng import mix, next_below, node_state
+
+#: up to this many draws, Floyd's membership test scans the draws made so far.
+SCAN_LIMIT = 64
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def sample_counts(indptr, frontier, fanout, replace):
+    """Offsets (length ``len(frontier) + 1``) of each destination's sampled edges."""
+    n = frontier.shape[0]
+    counts = np.empty(n + 1, np.int64)
+    counts[0] = 0
+    for i in numba.prange(n):
+        v = frontier[i]
+        d = np.int64(indptr[v + 1] - indptr[v])
+        if fanout < 0:
+            c = d
+        elif replace:
+            c = np.int64(fanout) if d > 0 else np.int64(0)
+        else:
+            c = min(np.int64(fanout), d)
+        counts[i + 1] = c
+    return np.cumsum(counts)
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def sample_fill(indptr, indices, frontier, fanout, replace, key, offsets, src, eid, dst):
+    """Fill ``src`` (global source id), ``eid`` (position in ``indices``), ``dst`` (frontier index)."""
+    n = frontier.shape[0]
+    for i in numba.prange(n):
+        o = offsets[i]
+        c = offsets[i + 1] - o
+        if c == 0:
+            continue
+        v = frontier[i]
+        start = np.int64(indptr[v])
+        d = np.int64(indptr[v + 1]) - start
+        for j in range(c):
+            dst[o + j] = i
+        if fanout < 0 or (not replace and c >= d):
+            for j in range(c):
+                eid[o + j] = start + j
+        elif replace:
+            state = node_state(key, i)
+            for j in range(c):
+                state, t = next_below(state, d)
+                eid[o + j] = start + t
+        elif c <= SCAN_LIMIT:  # Floyd, linear membership scan over the draws so far
+            state = node_state(key, i)
+            m = 0
+            for jj in range(d - c, d):
+                state, t = next_below(state, jj + 1)
+                for q in range(m):
+                    if eid[o + q] == start + t:
+                        t = jj
+                        break
+                eid[o + m] = start + t
+                m += 1
+        else:  # Floyd with a bitmap
+            state = node_state(key, i)
+            seen = np.zeros(d, np.bool_)
+            m = 0
+            for jj in range(d - c, d):
+                state, t = next_below(state, jj + 1)
+                if seen[t]:
+                    t = jj
+                seen[t] = True
+                eid[o + m] = start + t
+                m += 1
+        for j in range(c):
+            src[o + j] = indices[eid[o + j]]
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _slot(g, mask):
+    return np.int64(mix(np.uint64(g)) & np.uint64(mask))
+
+
+@numba.njit(nogil=True, cache=True)
+def insert_seeds(seeds, keys, vals, nodes, slots):
+    """Put ``seeds`` first in ``nodes``; repeated seeds keep their place but map to the first."""
+    mask = keys.shape[0] - 1
+    for i in range(seeds.shape[0]):
+        g = seeds[i]
+        nodes[i] = g
+        h = _slot(g, mask)
+        slots[i] = -1
+        while True:
+            k = keys[h]
+            if k == -1:
+                keys[h] = g
+                vals[h] = i
+                slots[i] = h
+                break
+            if k == g:
+                break
+            h = (h + 1) & mask
+    return seeds.shape[0]
+
+
+@numba.njit(nogil=True, cache=True)
+def dedup(src, keys, vals, nodes, slots, count, local):
+    """``local[e]`` = local id of ``src[e]``, appending unseen ids to ``nodes``. Returns the new count."""
+    mask = keys.shape[0] - 1
+    for e in range(src.shape[0]):
+        g = src[e]
+        h = _slot(g, mask)
+        while True:
+            k = keys[h]
+            if k == -1:
+                keys[h] = g
+                vals[h] = count
+                nodes[count] = g
+                slots[count] = h
+                local[e] = count
+                count += 1
+                break
+            if k == g:
+                local[e] = vals[h]
+                break
+            h = (h + 1) & mask
+    return count
+
+
+@numba.njit(nogil=True, cache=True)
+def clear(keys, slots, count):
+    """Empty the table slots used by the first ``count`` nodes."""
+    for i in range(count):
+        h = slots[i]
+        if h >= 0:
+            keys[h] = -1
+
+
+@numba.njit(nogil=True, cache=True)
+def rehash(nodes, count, keys, vals, slots):
+    """Rebuild an (empty, larger) table from the first ``count`` nodes."""
+    mask = keys.shape[0] - 1
+    for i in range(count):
+        g = nodes[i]
+        h = _slot(g, mask)
+        slots[i] = -1
+        while True:
+            k = keys[h]
+            if k == -1:
+                keys[h] = g
+                vals[h] = i
+                slots[i] = h
+                break
+            if k == g:
+                break
+            h = (h + 1) & mask

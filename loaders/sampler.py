@@ -1,0 +1,317 @@
+"""Uniform neighbour sampling over a store's CSC topology, with numba kernels.
+
+:class:`NeighborSampler` turns a batch of seed nodes into a :class:`SampledSubgraph`: the
+sampled nodes per type (seeds first, then hop by hop), and per edge type the sampled edges as
+local ``(row, col)`` indices (source, destination) plus their positions in the store's CSC
+``indices`` array. Randomness is a pure function of ``(seed, epoch, batch index)`` (see
+:mod:`loaders._rng`), so a batch is the same whatever the number of threads.
+
+:mod:`loaders.reference` holds a plain Python/NumPy sampler that yields the same batches.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numba
+import numpy as np
+
+from featurestore.format import EdgeType
+
+from . import _kernels as K
+from ._rng import batch_key, layer_key
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+__all__ = ["SampledSubgraph", "MiniBatch", "Fanouts", "CSCGraph", "NeighborSampler"]
+
+
+@dataclass(frozen=True)
+class SampledSubgraph:
+    """One sampled batch, in store ids and local indices.
+
+    Attributes
+    ----------
+    seed_type
+        Node type of the seeds.
+    node
+        Global store ids per node type, ordered by hop; for ``seed_type`` the seeds come first,
+        in order. Every node type of the graph has an entry (possibly empty).
+    row, col
+        Per edge type, the local index into ``node[et.src]`` of each sampled edge's source
+        and into ``node[et.dst]`` of its destination (PyG's ``edge_index[0]``, ``[1]``).
+    edge
+        Per edge type, the position of each sampled edge in the store's CSC ``indices``.
+    num_sampled_nodes
+        Per node type, nodes added per hop (hop 0 = seeds; 0 for other types).
+    num_sampled_edges
+        Per edge type, edges sampled per layer ``1..L``; edges are ordered by layer.
+    batch_size
+        Number of seeds.
+    input_id
+        Positions of the seeds in the loader's input nodes.
+    """
+
+    seed_type: str
+    node: dict[str, np.ndarray]
+    row: dict[EdgeType, np.ndarray]
+    col: dict[EdgeType, np.ndarray]
+    edge: dict[EdgeType, np.ndarray]
+    num_sampled_nodes: dict[str, list[int]]
+    num_sampled_edges: dict[EdgeType, list[int]]
+    batch_size: int
+    input_id: np.ndarray
+
+    @property
+    def seeds(self) -> np.ndarray:
+        return self.node[self.seed_type][: self.batch_size]
+
+    @property
+    def num_edges(self) -> int:
+        return int(sum(r.shape[0] for r in self.row.values()))
+
+
+@dataclass
+class MiniBatch:
+    """What ``NeighborLoader(output="raw")`` yields; the PyG and DGL adapters convert it.
+
+    ``x`` holds the features (store feature ``feat`` by default) of ``subgraph.node[ntype]``
+    rows for each node type that has them, ``y`` the labels of the seeds, both on ``device``.
+    """
+
+    subgraph: SampledSubgraph
+    x: dict[str, "torch.Tensor"]
+    y: "torch.Tensor | None"
+    device: "torch.device"
+
+
+def _as_etype(et) -> EdgeType:
+    return et if isinstance(et, EdgeType) else EdgeType(*et)
+
+
+@dataclass(frozen=True)
+class Fanouts:
+    """Per-layer fanouts of every edge type (``-1`` = all neighbours, ``0`` = not sampled)."""
+
+    per_etype: Mapping[EdgeType, tuple[int, ...]]
+    num_layers: int
+
+    @classmethod
+    def parse(cls, num_neighbors, edge_types: Sequence[EdgeType]) -> "Fanouts":
+        """From one list for all edge types, or a dict keyed by edge type or relation name.
+
+        Edge types missing from a dict are not sampled (fanout 0).
+        """
+        edge_types = [_as_etype(e) for e in edge_types]
+        if isinstance(num_neighbors, Fanouts):
+            return num_neighbors
+        if isinstance(num_neighbors, Mapping):
+            per = {}
+            for k, v in num_neighbors.items():
+                if isinstance(k, str):
+                    match = [e for e in edge_types if e.rel == k]
+                else:
+                    match = [e for e in edge_types if tuple(e) == tuple(k)]
+                if len(match) != 1:
+                    raise KeyError(f"Expected num_neighbors keys among the edge types "
+                                   f"{[tuple(e) for e in edge_types]} (or their relation names). "
+                                   f"Got {k!r} instead.")
+                per[match[0]] = _check_list(v)
+            lengths = {len(v) for v in per.values()}
+            if len(lengths) > 1:
+                raise ValueError(f"Expected the same number of layers for every edge type. "
+                                 f"Got {sorted(lengths)} instead.")
+            n = lengths.pop() if lengths else 0
+            per = {e: per.get(e, (0,) * n) for e in edge_types}
+        else:
+            lst = _check_list(num_neighbors)
+            n = len(lst)
+            per = {e: lst for e in edge_types}
+        if n == 0:
+            raise ValueError("Expected at least one layer of fanouts. Got none.")
+        return cls(per, n)
+
+
+def _check_list(v) -> tuple[int, ...]:
+    try:
+        out = tuple(int(x) for x in v)
+    except TypeError as e:
+        raise TypeError(f"Expected a list of integer fanouts. Got {v!r} instead.") from e
+    if any(x < -1 for x in out):
+        raise ValueError(f"Expected fanouts >= -1 (-1 = all neighbours). Got {list(out)} instead.")
+    return out
+
+
+@dataclass(frozen=True)
+class CSCGraph:
+    """The topology a sampler needs: node counts and per-edge-type CSC arrays."""
+
+    num_nodes: Mapping[str, int]
+    csc: Mapping[EdgeType, tuple[np.ndarray, np.ndarray]] = field(repr=False)
+
+    @property
+    def node_types(self) -> list[str]:
+        return list(self.num_nodes)
+
+    @property
+    def edge_types(self) -> list[EdgeType]:
+        return list(self.csc)
+
+    @classmethod
+    def from_store(cls, store) -> "CSCGraph":
+        """Memory-mapped topology of a :class:`featurestore.Store` (zero-copy when local)."""
+        nn = {t: store.num_nodes(t) for t in store.node_types}
+        csc = {et: store.csc(et) for et in store.edge_types}
+        return cls(nn, csc)
+
+    @classmethod
+    def of(cls, graph) -> "CSCGraph":
+        return graph if isinstance(graph, CSCGraph) else cls.from_store(graph)
+
+
+class _Table:
+    """Per node type: the growing node list and the id -> local id hash table."""
+
+    def __init__(self, cap: int = 1 << 12):
+        self.nodes = np.empty(cap, np.int64)
+        self.slots = np.empty(cap, np.int64)
+        self.keys = np.full(2 * cap, -1, np.int64)
+        self.vals = np.empty(2 * cap, np.int64)
+        self.count = 0
+
+    def reserve(self, need: int) -> None:
+        if need > self.nodes.shape[0]:
+            cap = 1 << int(need - 1).bit_length()
+            for name in ("nodes", "slots"):
+                new = np.empty(cap, np.int64)
+                new[: self.count] = getattr(self, name)[: self.count]
+                setattr(self, name, new)
+        if 2 * need > self.keys.shape[0]:
+            cap = 1 << int(2 * need - 1).bit_length()
+            self.keys = np.full(cap, -1, np.int64)
+            self.vals = np.empty(cap, np.int64)
+            K.rehash(self.nodes, self.count, self.keys, self.vals, self.slots)
+
+    def reset(self) -> None:
+        K.clear(self.keys, self.slots, self.count)
+        self.count = 0
+
+
+class NeighborSampler:
+    """Uniform neighbour sampler over a :class:`CSCGraph` or a store.
+
+    Parameters
+    ----------
+    graph
+        A :class:`featurestore.Store` or a :class:`CSCGraph`.
+    num_neighbors
+        Fanouts per layer, one list for all edge types or a dict per edge type (or relation
+        name); ``-1`` takes all neighbours.
+    replace
+        Sample with replacement (then each node gets exactly ``fanout`` draws when it has a
+        neighbour).
+    num_threads
+        numba threads for the parallel kernels (default: numba's setting).
+
+    Examples
+    --------
+    >>> s = NeighborSampler(store, [15, 10, 5])
+    >>> sub = s.sample(seeds, "paper", seed=0, epoch=0, batch=3)
+    """
+
+    def __init__(self, graph, num_neighbors, *, replace: bool = False,
+                 num_threads: int | None = None):
+        self.graph = CSCGraph.of(graph)
+        self.fanouts = Fanouts.parse(num_neighbors, self.graph.edge_types)
+        self.replace = bool(replace)
+        self.num_threads = num_threads
+        self._local = threading.local()
+
+    @property
+    def num_layers(self) -> int:
+        return self.fanouts.num_layers
+
+    def _tables(self) -> dict[str, _Table]:
+        t = getattr(self._local, "tables", None)
+        if t is None:
+            t = self._local.tables = {nt: _Table() for nt in self.graph.node_types}
+        return t
+
+    def sample(self, seeds, seed_type: str | None = None, *, seed: int = 0, epoch: int = 0,
+               batch: int = 0, input_id=None) -> SampledSubgraph:
+        """Sample the computation graph of ``seeds`` (store ids of type ``seed_type``)."""
+        g = self.graph
+        if seed_type is None:
+            if len(g.node_types) != 1:
+                raise ValueError(f"Expected a seed_type among {g.node_types}. Got None instead.")
+            seed_type = g.node_types[0]
+        if seed_type not in g.num_nodes:
+            raise KeyError(f"Expected a seed_type among {g.node_types}. Got {seed_type!r} instead.")
+        seeds = np.ascontiguousarray(seeds, dtype=np.int64).reshape(-1)
+        if seeds.size and (seeds.min() < 0 or seeds.max() >= g.num_nodes[seed_type]):
+            raise IndexError(f"Expected seeds in [0, {g.num_nodes[seed_type]}) for node type "
+                             f"{seed_type!r}. Got ids in [{seeds.min()}, {seeds.max()}] instead.")
+        input_id = (np.arange(seeds.shape[0], dtype=np.int64) if input_id is None
+                    else np.asarray(input_id, dtype=np.int64))
+        if self.num_threads:
+            numba.set_num_threads(min(self.num_threads, numba.config.NUMBA_NUM_THREADS))
+        return self._sample(seeds, seed_type, batch_key(seed, epoch, batch), input_id)
+
+    def _sample(self, seeds, seed_type, key, input_id) -> SampledSubgraph:
+        g, fan, L = self.graph, self.fanouts.per_etype, self.fanouts.num_layers
+        tables = self._tables()
+        try:
+            st = tables[seed_type]
+            st.reserve(seeds.shape[0])
+            st.count = K.insert_seeds(seeds, st.keys, st.vals, st.nodes, st.slots)
+            hop = {t: [tables[t].count] for t in g.node_types}
+            lo = {t: 0 for t in g.node_types}
+            parts = {et: ([], [], []) for et in g.edge_types}
+            nse = {et: [0] * L for et in g.edge_types}
+            for layer in range(L):
+                start = {t: tables[t].count for t in g.node_types}
+                for e_idx, et in enumerate(g.edge_types):
+                    f = fan[et][layer]
+                    a, b = lo[et.dst], start[et.dst]
+                    if f == 0 or a == b:
+                        continue
+                    indptr, indices = g.csc[et]
+                    front = tables[et.dst].nodes[a:b]
+                    offsets = K.sample_counts(indptr, front, f, self.replace)
+                    m = int(offsets[-1])
+                    src = np.empty(m, np.int64)
+                    eid = np.empty(m, np.int64)
+                    dst = np.empty(m, np.int64)
+                    k = np.uint64(layer_key(key, layer, e_idx))
+                    K.sample_fill(indptr, indices, front, f, self.replace, k, offsets, src, eid, dst)
+                    ts = tables[et.src]
+                    ts.reserve(ts.count + m)
+                    row = np.empty(m, np.int64)
+                    ts.count = K.dedup(src, ts.keys, ts.vals, ts.nodes, ts.slots, ts.count, row)
+                    dst += a
+                    nse[et][layer] = m
+                    parts[et][0].append(row)
+                    parts[et][1].append(dst)
+                    parts[et][2].append(eid)
+                for t in g.node_types:
+                    lo[t] = start[t]
+                    hop[t].append(tables[t].count - start[t])
+            node = {t: tables[t].nodes[: tables[t].count].copy() for t in g.node_types}
+        finally:
+            for t in tables.values():
+                t.reset()
+        cat = _concat
+        row = {et: cat(p[0]) for et, p in parts.items()}
+        col = {et: cat(p[1]) for et, p in parts.items()}
+        edge = {et: cat(p[2]) for et, p in parts.items()}
+        return SampledSubgraph(seed_type, node, row, col, edge, hop, nse,
+                               int(seeds.shape[0]), input_id)
+
+
+def _concat(chunks: list) -> np.ndarray:
+    if not chunks:
+        return np.empty(0, np.int64)
+    return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
