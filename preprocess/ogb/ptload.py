@@ -1,0 +1,69 @@
+"""Read OGB's ``.pt`` files (``meta.pt``, ``split_dict.pt``) without running pickled code.
+
+They are ``torch.save`` dumps of plain dicts holding ints and NumPy arrays. We load them with
+``torch.load(weights_only=True)`` plus an explicit allow-list of the NumPy globals such dumps
+reference (array reconstruction, dtypes, scalars), under both the NumPy 1.x (``numpy.core``)
+and 2.x (``numpy._core``) module names. Anything else in the pickle (a class, a function such
+as ``os.system``) is refused before it is called. ``weights_only=False`` is never used.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Any
+
+import numpy as np
+
+from .errors import RawDataError, RawFileNotFoundError, UnsafePickleError
+
+__all__ = ["load_pt", "allowed_globals"]
+
+_NUMERIC_CODES = "?bBhHiIlLqQefdgFDG"
+
+
+def allowed_globals() -> list:
+    """The allow-list: ``(object, "module.name")`` pairs for ``torch.serialization.safe_globals``."""
+    core = np._core.multiarray  # numpy >= 2; ``numpy.core`` names below cover 1.x dumps
+    out: list = []
+    for fn in (core._reconstruct, core.scalar):
+        for mod in ("numpy.core.multiarray", "numpy._core.multiarray"):
+            out.append((fn, f"{mod}.{fn.__name__}"))
+    out += [(np.ndarray, "numpy.ndarray"), (np.dtype, "numpy.dtype")]
+    for code in _NUMERIC_CODES:
+        cls = type(np.dtype(code))
+        out.append((cls, f"numpy.dtypes.{cls.__name__}"))
+    return out
+
+
+def load_pt(path: str | os.PathLike) -> Any:
+    """Load a ``.pt`` file that holds only containers, numbers, strings and NumPy arrays.
+
+    Raises
+    ------
+    RawFileNotFoundError
+        ``path`` does not exist.
+    UnsafePickleError
+        The file references a global outside :func:`allowed_globals` (nothing was executed).
+    RawDataError
+        The file is not a readable ``torch.save`` dump.
+    """
+    import torch
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise RawFileNotFoundError(f"Expected {path}. It is missing.")
+    try:
+        with torch.serialization.safe_globals(allowed_globals()):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        msg = str(e)
+        if "weights_only" in msg.lower() or "GLOBAL" in msg:
+            why = [ln.strip() for ln in msg.splitlines() if "GLOBAL" in ln or "global" in ln]
+            raise UnsafePickleError(
+                f"Expected {path} to hold only dicts, numbers and NumPy arrays. It references "
+                "another pickled object, so it was refused without loading it"
+                + (f": {why[0]}" if why else ".")) from e
+        raise RawDataError(f"Expected a torch.save file at {path}. Could not read it: {msg}") from e
+    except (RuntimeError, EOFError, OSError) as e:
+        raise RawDataError(f"Expected a torch.save file at {path}. Could not read it: {e}") from e
