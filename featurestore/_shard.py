@@ -92,7 +92,7 @@ def zarr_array_kwargs(shape: tuple[int, ...], dtype: np.dtype) -> dict:
         return dict(shape=shape, dtype=dtype, chunks=(1,) + rest, compressors=None,
                     filters=None, fill_value=0)
     row_bytes = int(np.prod(rest, dtype=np.int64)) * dtype.itemsize
-    c = inner_chunk_rows(row_bytes)
+    c = min(inner_chunk_rows(row_bytes), 1 << (int(shape[0]) - 1).bit_length())  # small arrays: no big pad
     lay = ShardLayout(tuple(shape), dtype, c)
     return dict(shape=shape, dtype=dtype, chunks=(c,) + rest, shards=(lay.n_chunks * c,) + rest,
                 compressors=None, filters=None, fill_value=0)

@@ -51,7 +51,8 @@ def iter_blocks(data, block_bytes: int = BLOCK_BYTES) -> Iterator[np.ndarray]:
 
 
 def _blocks_of(data) -> Iterable[np.ndarray]:
-    if isinstance(data, np.ndarray) or hasattr(data, "__array__") and not hasattr(data, "__next__"):
+    """Row blocks of ``data``: an array-like is split into blocks; an iterator is used as is."""
+    if isinstance(data, (np.ndarray, list, tuple)) or hasattr(data, "__array__"):
         return iter_blocks(data)
     return data
 

@@ -1,0 +1,63 @@
+"""The ``featurestore`` console script: one entry point, one subcommand per job.
+
+Each package contributes its subcommands through a ``register(subparsers)`` function in its
+own ``cli`` module, imported here by name so that ``featurestore`` itself stays free of the
+layers above it (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+#: modules with a ``register(subparsers)`` function, in the order their commands are listed.
+COMMAND_MODULES = [
+    "featurestore.commands",
+    "preprocess.cli",
+    "loaders.cli",
+    "benchmarks.cli",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    p = argparse.ArgumentParser(
+        prog="featurestore",
+        description="Out-of-core graph feature store: preprocess, inspect, verify, benchmark.")
+    p.add_argument("--version", action="version", version=f"featurestore {__version__}")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:  # the package has no commands yet
+                continue
+            raise
+        mod.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2) if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    from .errors import FeatureStoreError
+
+    try:
+        rc = args.func(args)
+    except FeatureStoreError as e:
+        print(f"featurestore {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
