@@ -1,0 +1,27 @@
+"""Without DGL, ``output="dgl"`` fails with an error that says what to install (runs in any env)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+
+def test_missing_dgl_names_what_to_install(monkeypatch):
+    from loaders.dgl import DGLNotInstalledError, require_dgl, to_blocks
+
+    monkeypatch.setitem(sys.modules, "dgl", None)  # makes `import dgl` raise ImportError
+    with pytest.raises(DGLNotInstalledError, match=r"dgl==2\.1\.0.*scripts/dgl-env\.sh") as e:
+        require_dgl()
+    assert isinstance(e.value, ImportError)
+    with pytest.raises(ImportError, match="output='dgl'"):
+        to_blocks(None)
+
+
+def test_importing_the_adapter_does_not_import_dgl(monkeypatch):
+    monkeypatch.delitem(sys.modules, "loaders.dgl", raising=False)
+    monkeypatch.setitem(sys.modules, "dgl", None)
+    import loaders.dgl  # noqa: F401  (would raise if it imported dgl at module level)
+
+    assert np is not None
