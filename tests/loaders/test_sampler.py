@@ -1,0 +1,164 @@
+"""The numba sampler against the graph itself (brute force) and against the Python reference."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from featurestore.format import EdgeType
+from loaders.reference import reference_sample
+from loaders.sampler import CSCGraph, Fanouts, NeighborSampler
+
+
+def same(a, b) -> bool:
+    return (a.seed_type == b.seed_type and a.batch_size == b.batch_size
+            and a.num_sampled_nodes == b.num_sampled_nodes
+            and a.num_sampled_edges == b.num_sampled_edges
+            and all(np.array_equal(a.node[t], b.node[t]) for t in b.node)
+            and all(np.array_equal(getattr(a, f)[et], getattr(b, f)[et])
+                    for f in ("row", "col", "edge") for et in b.row))
+
+
+def check_invariants(g: CSCGraph, sub, fanouts: Fanouts, replace: bool, seeds) -> None:
+    """Every property a batch must have, checked edge by edge against the CSC arrays."""
+    L = fanouts.num_layers
+    # seeds first, in order; per-hop counts add up; non-seed nodes are unique
+    assert np.array_equal(sub.node[sub.seed_type][: len(seeds)], seeds)
+    for t, nodes in sub.node.items():
+        assert len(sub.num_sampled_nodes[t]) == L + 1
+        assert sum(sub.num_sampled_nodes[t]) == nodes.shape[0]
+        rest = nodes[len(seeds):] if t == sub.seed_type else nodes
+        assert np.unique(rest).shape[0] == rest.shape[0]
+        assert not np.isin(rest, seeds).any() if t == sub.seed_type else True
+    hop_end = {t: np.cumsum(c) for t, c in sub.num_sampled_nodes.items()}
+    for et in g.edge_types:
+        indptr, indices = g.csc[et]
+        row, col, eid = sub.row[et], sub.col[et], sub.edge[et]
+        assert len(sub.num_sampled_edges[et]) == L
+        assert sum(sub.num_sampled_edges[et]) == row.shape[0] == col.shape[0] == eid.shape[0]
+        src = sub.node[et.src][row]
+        dst = sub.node[et.dst][col]
+        # the edge exists: its CSC position lies in dst's range and holds src
+        assert np.all(indices[eid] == src)
+        assert np.all((indptr[dst] <= eid) & (eid < indptr[dst + 1]))
+        lo = 0
+        for layer, m in enumerate(sub.num_sampled_edges[et]):
+            c, r = col[lo:lo + m], row[lo:lo + m]
+            # destinations of layer l are the nodes of hop l; sources are within hops 0..l+1
+            first = 0 if layer == 0 else hop_end[et.dst][layer - 1]
+            assert np.all((c >= first) & (c < hop_end[et.dst][layer]))
+            assert np.all(r < hop_end[et.src][layer + 1])
+            f = fanouts.per_etype[et][layer]
+            front = np.arange(first, hop_end[et.dst][layer])
+            d = indptr[sub.node[et.dst][front] + 1] - indptr[sub.node[et.dst][front]]
+            got = np.bincount(c - first, minlength=front.shape[0])
+            if f < 0:
+                want = d
+            elif replace:
+                want = np.where(d > 0, f, 0)
+            else:
+                want = np.minimum(f, d)
+            assert np.array_equal(got, want), (et, layer)
+            if not replace:  # distinct neighbours (CSC positions) per destination
+                e = eid[lo:lo + m]
+                assert np.unique(np.stack([c, e]), axis=1).shape[1] == m
+            lo += m
+
+
+FANOUTS = [[15, 10, 5], [-1, 3], [100, 70], [2, 2, 2, 2], [0, 4]]
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("fan", FANOUTS)
+def test_homogeneous_matches_reference_and_graph(skewed_graph, fan, replace):
+    g = skewed_graph
+    seeds = np.r_[np.arange(5), np.random.default_rng(0).choice(np.arange(5, 600), 59, replace=False)]
+    s = NeighborSampler(g, fan, replace=replace)
+    sub = s.sample(seeds, seed=3, epoch=1, batch=4)
+    ref = reference_sample(g, fan, seeds, replace=replace, seed=3, epoch=1, batch=4)
+    assert same(sub, ref)
+    check_invariants(g, sub, s.fanouts, replace, seeds)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_heterogeneous_store(hetero_store, replace):
+    fan = {("paper", "cites", "paper"): [6, 3], ("author", "writes", "paper"): [4, 2],
+           "rev_writes": [3, 3], "affiliated_with": [1, 1], "rev_affiliated_with": [2, 2]}
+    seeds = hetero_store.split("train", "paper")[:100]
+    s = NeighborSampler(hetero_store, fan, replace=replace)
+    sub = s.sample(seeds, "paper", seed=5, batch=2)
+    assert same(sub, reference_sample(hetero_store, fan, seeds, "paper", replace=replace,
+                                      seed=5, batch=2))
+    check_invariants(s.graph, sub, s.fanouts, replace, seeds)
+    # authors are reached from papers at layer 1, institutions only from authors at layer 2
+    assert sub.num_sampled_nodes["author"][1] > 0
+    assert sub.num_sampled_nodes["institution"][1] == 0
+    assert sub.num_sampled_nodes["institution"][2] > 0
+
+
+def test_one_list_for_all_relations(hetero_store):
+    seeds = hetero_store.split("valid", "paper")[:50]
+    s = NeighborSampler(hetero_store, [5, 5])
+    sub = s.sample(seeds, "paper")
+    assert set(s.fanouts.per_etype.values()) == {(5, 5)}
+    check_invariants(s.graph, sub, s.fanouts, False, seeds)
+
+
+def test_same_batches_with_one_and_two_threads(skewed_graph):
+    seeds = np.arange(0, 600, 3)
+    out = []
+    for threads in (1, 2):
+        s = NeighborSampler(skewed_graph, [15, 10, 5], num_threads=threads)
+        out.append(s.sample(seeds, seed=11, epoch=2, batch=7))
+    assert same(out[0], out[1])
+    s = NeighborSampler(skewed_graph, [15, 10, 5])
+    other = s.sample(seeds, seed=11, epoch=2, batch=8)  # another batch index: other draws
+    assert not same(out[0], other)
+
+
+def test_reused_workspace_gives_fresh_batches(skewed_graph):
+    s = NeighborSampler(skewed_graph, [8, 4])
+    seeds = np.arange(100, 300)
+    a = s.sample(seeds, batch=1)
+    s.sample(np.arange(5, 50), batch=2)  # dirties and grows the hash tables
+    s.sample(np.arange(0, 600), batch=3)
+    assert same(a, s.sample(seeds, batch=1))
+
+
+def test_repeated_seeds_stay_in_place(skewed_graph):
+    seeds = np.array([7, 7, 9, 7])
+    s = NeighborSampler(skewed_graph, [3])
+    sub = s.sample(seeds)
+    assert np.array_equal(sub.node["v"][:4], seeds)
+    assert same(sub, reference_sample(skewed_graph, [3], seeds))
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 60), avg=st.integers(0, 8), fan=st.lists(st.integers(-1, 9), min_size=1,
+       max_size=3), replace=st.booleans(), seed=st.integers(0, 2**63), data=st.data())
+def test_random_graphs_match_reference(n, avg, fan, replace, seed, data):
+    rng = np.random.default_rng(seed % 2**32)
+    deg = rng.integers(0, 2 * avg + 1, n)
+    indptr = np.concatenate([[0], np.cumsum(deg)])
+    g = CSCGraph({"v": n}, {EdgeType("v", "e", "v"): (indptr, rng.integers(0, n, indptr[-1]))})
+    seeds = np.asarray(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n,
+                                          unique=True)))
+    sub = NeighborSampler(g, fan, replace=replace).sample(seeds, seed=seed, epoch=1)
+    assert same(sub, reference_sample(g, fan, seeds, replace=replace, seed=seed, epoch=1))
+    check_invariants(g, sub, Fanouts.parse(fan, g.edge_types), replace, seeds)
+
+
+def test_bad_input_is_named(skewed_graph, hetero_store):
+    s = NeighborSampler(skewed_graph, [2])
+    with pytest.raises(IndexError, match=r"\[0, 600\)"):
+        s.sample([0, 600])
+    with pytest.raises(ValueError, match=">= -1"):
+        NeighborSampler(skewed_graph, [2, -3])
+    with pytest.raises(KeyError, match="edge types"):
+        NeighborSampler(hetero_store, {"nope": [1]})
+    with pytest.raises(ValueError, match="same number of layers"):
+        NeighborSampler(hetero_store, {"cites": [1], "writes": [1, 2]})
+    with pytest.raises(ValueError, match="seed_type"):
+        NeighborSampler(hetero_store, [1]).sample([0])
