@@ -16,6 +16,7 @@ import sys
 COMMAND_MODULES = [
     "featurestore.commands",
     "preprocess.cli",
+    "preprocess.synth.cli",
     "loaders.cli",
     "benchmarks.cli",
 ]
