@@ -15,18 +15,28 @@ from loaders.dgl import to_dgl  # noqa: E402
 FANOUTS = [4, 3, -1]
 
 
-@pytest.fixture(scope="module", params=["homo", "hetero"])
+@pytest.fixture(scope="module", params=[("homo", "handmade"), ("hetero", "handmade"),
+                                        ("homo", "numba"), ("hetero", "numba")],
+                ids="-".join)
 def case(request, tmp_path_factory):
+    """(store, sampled subgraph, seeds, mini-batch, to_dgl output) from a hand-made NumPy sampler
+    (tests/loaders/dgl/dgl_helpers.py) or the package's numba ``NeighborSampler``."""
+    graph, sampler = request.param
     rng = np.random.default_rng(7)
-    path = tmp_path_factory.mktemp(request.param) / "store"
-    if request.param == "homo":
+    path = tmp_path_factory.mktemp(graph) / "store"
+    if graph == "homo":
         store = homo_store(path, rng)
         seed_type = "node"
     else:
         store = hetero_store(path, rng)
         seed_type = "paper"
     seeds = rng.choice(store.split("train", seed_type), 40, replace=False)
-    sub = sample(store, seed_type, seeds, FANOUTS, rng)
+    if sampler == "handmade":
+        sub = sample(store, seed_type, seeds, FANOUTS, rng)
+    else:
+        from loaders.sampler import NeighborSampler
+
+        sub = NeighborSampler(store, FANOUTS).sample(seeds, seed_type, seed=1, epoch=2, batch=3)
     batch = minibatch(store, sub)
     yield store, sub, seeds, batch, to_dgl(batch)
     store.close()
