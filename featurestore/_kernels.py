@@ -28,6 +28,25 @@ def gather_rows(src, ids, out):
 
 
 @numba.njit(nogil=True, cache=True)
+def gather_rows_serial(src, ids, out):
+    """:func:`gather_rows` on one thread: small batches do not pay for waking the pool."""
+    for i in range(ids.shape[0]):
+        out[i, :] = src[ids[i], :]
+
+
+#: below this many bytes a gather runs on the calling thread only.
+PARALLEL_MIN_BYTES = 1 << 20
+
+
+def copy_rows(src, ids, out):
+    """``out[i] = src[ids[i]]``, in parallel when the batch is large enough to pay for it."""
+    if ids.shape[0] * out.shape[1] * out.itemsize >= PARALLEL_MIN_BYTES:
+        gather_rows(src, ids, out)
+    else:
+        gather_rows_serial(src, ids, out)
+
+
+@numba.njit(nogil=True, cache=True)
 def id_range(ids):
     """(min, max) of a non-empty id array in one pass."""
     lo = ids[0]

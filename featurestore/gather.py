@@ -127,14 +127,14 @@ class LocalRows:
             read_path = "mmap" if self.resident_share(ids) >= RESIDENT_SHARE else "pread"
         rb = self.layout.row_bytes
         if read_path == "mmap":
-            K.gather_rows(self._words, ids, _word_view(out, rb))
+            K.copy_rows(self._words, ids, _word_view(out, rb))
             return "mmap"
         rows, inv = np.unique(ids, return_inverse=True)
         direct = rows.size == ids.size and bool(np.all(inv == np.arange(ids.size)))
         stage = out if direct else np.empty((rows.size,) + self.layout.shape[1:], out.dtype)
         self._pread_into(rows, stage)
         if not direct:
-            K.gather_rows(_word_view(stage, rb), inv.astype(np.int64, copy=False),
+            K.copy_rows(_word_view(stage, rb), inv.astype(np.int64, copy=False),
                           _word_view(out, rb))
         return "pread"
 
