@@ -51,14 +51,3 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Content-Length", str(end - start + 1))
         self.end_headers()
         return io.BytesIO(f.read(end - start + 1))
-
-
-def random_csc(rng: np.random.Generator, num_src: int, num_dst: int, num_edges: int):
-    """(indptr, indices, src, dst) of a random graph in CSC, neighbours sorted per destination."""
-    src = rng.integers(0, num_src, num_edges) if num_src else np.zeros(0, np.int64)
-    dst = rng.integers(0, num_dst, num_edges) if num_dst else np.zeros(0, np.int64)
-    order = np.lexsort((src, dst))
-    src, dst = src[order], dst[order]
-    indptr = np.zeros(num_dst + 1, np.int64)
-    np.cumsum(np.bincount(dst, minlength=num_dst), out=indptr[1:])
-    return indptr, src, src, dst

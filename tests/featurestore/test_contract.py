@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import zarr
 
 import featurestore as fs
-from conftest import random_csc
+from graph_helpers import random_csc
 
 N_PAPER, N_AUTHOR, DIM = 3000, 1100, 24
 

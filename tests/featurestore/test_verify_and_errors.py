@@ -10,7 +10,7 @@ import pytest
 import zarr
 
 import featurestore as fs
-from conftest import random_csc
+from graph_helpers import random_csc
 from featurestore.cli import main as cli_main
 from featurestore.verify import verify_store
 
