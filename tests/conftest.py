@@ -8,7 +8,6 @@ import os
 import http.server
 import threading
 
-import numpy as np
 import pytest
 
 

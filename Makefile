@@ -1,0 +1,35 @@
+# Set-up and entry points. `make demo` and `make test` work on a fresh machine: each creates
+# the virtual environment it needs (.venv; .venv-dgl for the DGL tests) and installs into it.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DGLENV := .venv-dgl
+
+.PHONY: demo test test-main test-dgl bench-gather clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# the CPU build of torch first (a plain `torch` would pull a multi-GB CUDA build)
+	$(BIN)/pip install --quiet torch==2.13.0 || $(BIN)/pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/pip install --quiet -e '.[test,pyg]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/featurestore demo
+
+test: test-main test-dgl
+
+test-main: $(STAMP)
+	$(BIN)/pytest
+
+test-dgl:
+	scripts/dgl-env.sh $(DGLENV)
+	$(DGLENV)/bin/pytest tests/loaders/dgl tests/featurestore -p no:cacheprovider
+
+bench-gather: $(STAMP)
+	$(BIN)/featurestore bench gather --workdir bench-data --json bench-data/gather.json
+
+clean:
+	rm -rf $(VENV) $(DGLENV) bench-data .pytest_cache
