@@ -1,0 +1,142 @@
+"""``featurestore preprocess JOB ...``: the preprocessing jobs on the command line.
+
+One ``preprocess`` command with a sub-command per job. Jobs of other modules (the OGB-LSC
+jobs) add theirs through :func:`add_preprocess_command`; a module listed in
+:data:`PREPROCESS_COMMAND_MODULES` is imported when the parser is built and its
+``register_preprocess(add_command)`` function called::
+
+    def register_preprocess(add_command):
+        p = add_command("mag240m", "MAG240M (OGB-LSC) to a store")
+        p.add_argument("root")
+        p.set_defaults(func=run)      # run(args) -> int; job_kwargs(args) gives Job options
+
+Every job command has the shared options ``--memory``, ``--force``, ``--dry-run`` and
+``--no-progress`` (see :func:`add_job_arguments`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+
+from .memory import parse_size
+
+__all__ = ["register", "add_preprocess_command", "add_job_arguments", "job_kwargs",
+           "PREPROCESS_COMMAND_MODULES"]
+
+log = logging.getLogger(__name__)
+
+#: modules with a ``register_preprocess(add_command)`` function adding ``preprocess`` jobs.
+PREPROCESS_COMMAND_MODULES = ["preprocess.ogb.cli"]
+
+DEFAULT_MEMORY = "2GiB"
+
+_jobs: argparse._SubParsersAction | None = None
+
+
+def add_job_arguments(p: argparse.ArgumentParser) -> None:
+    """The options every job takes: memory budget, force, dry run, progress bars."""
+    g = p.add_argument_group("job options")
+    g.add_argument("--memory", default=DEFAULT_MEMORY, metavar="SIZE",
+                   help="memory budget of the job's buffers, e.g. 512MiB, 2GiB "
+                        f"(default {DEFAULT_MEMORY}); the interpreter adds ~0.2 GiB")
+    g.add_argument("--force", action="store_true",
+                   help="start over, replacing a finished or partial store")
+    g.add_argument("--dry-run", action="store_true",
+                   help="print the plan (steps, sizes, disk, memory) and write nothing")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def job_kwargs(args: argparse.Namespace) -> dict:
+    """Keyword arguments of :class:`preprocess.job.Job` from the shared options."""
+    try:
+        budget = parse_size(args.memory)
+    except ValueError as e:
+        raise SystemExit(f"featurestore preprocess: error: --memory: {e}") from e
+    return dict(force=args.force, dry_run=args.dry_run, budget_bytes=budget,
+                progress=not args.no_progress)
+
+
+def add_preprocess_command(name: str, help: str, description: str | None = None,
+                           job_options: bool = True) -> argparse.ArgumentParser:
+    """Add ``featurestore preprocess NAME`` and return its parser (call ``set_defaults(func=)``)."""
+    if _jobs is None:
+        raise RuntimeError("Expected preprocess.cli.register() to have run first.")
+    p = _jobs.add_parser(name, help=help, description=description or help,
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    if job_options:
+        add_job_arguments(p)
+    return p
+
+
+def register(subparsers) -> None:
+    """Add the ``preprocess`` command and its jobs to the ``featurestore`` parser."""
+    global _jobs
+    p = subparsers.add_parser(
+        "preprocess", help="turn raw graph data into a store (out of core, resumable)",
+        description="Preprocessing jobs: raw edge lists, features and labels to a store, in a "
+                    "memory budget, resumable after a crash (re-run the same command).")
+    _jobs = p.add_subparsers(dest="job", metavar="JOB", required=True)
+
+    q = add_preprocess_command(
+        "spec", "a dataset described by a spec file (YAML) to a store",
+        "Build a store from a dataset spec file (node types, edge files per relation, "
+        "features, labels, splits); see docs/preprocess.md for the format.")
+    q.add_argument("spec", metavar="SPEC", help="the dataset spec file (YAML)")
+    q.add_argument("store", metavar="STORE", help="where the store goes (directory or URL)")
+    q.set_defaults(func=_run_spec)
+
+    q = add_preprocess_command(
+        "edges", "one edge list (npy, parquet, CSV) to a homogeneous store",
+        "Convert one edge list with ids in [0, N) to a store with one node type and one edge "
+        "type, as CSC.")
+    q.add_argument("edges", metavar="EDGES", help="edge file: .npy [2, E], .parquet or .csv")
+    q.add_argument("store", metavar="STORE", help="where the store goes (directory or URL)")
+    q.add_argument("--num-nodes", type=int, default=None,
+                   help="node count (default: largest id + 1, one more pass over the input)")
+    q.add_argument("--node-type", default="node")
+    q.add_argument("--relation", default="to")
+    q.add_argument("--src-col", default="src", help="source column (parquet/CSV; an index for "
+                                                    "CSV without header)")
+    q.add_argument("--dst-col", default="dst")
+    q.add_argument("--no-header", action="store_true", help="the CSV has no header row")
+    q.add_argument("--delimiter", default=None, help="CSV delimiter (default: , or tab for .tsv)")
+    q.add_argument("--coalesce", action="store_true", help="remove duplicate edges")
+    q.add_argument("--drop-self-loops", action="store_true")
+    q.add_argument("--undirected", action="store_true",
+                   help="add the reverse of every edge and coalesce (PyG's ToUndirected)")
+    q.add_argument("--csr", action="store_true",
+                   help="also store the CSR (out-neighbours) as edge type rev_RELATION")
+    q.set_defaults(func=_run_edges)
+
+    for name in PREPROCESS_COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name in (name, name.rsplit(".", 1)[0]):  # that job is not there (yet)
+                continue
+            raise
+        mod.register_preprocess(add_preprocess_command)
+
+
+def _run_spec(args) -> int:
+    from .spec import run_spec
+
+    job = run_spec(args.spec, args.store, **job_kwargs(args))
+    print(job.plan_text() if args.dry_run else job.summary())
+    return 0
+
+
+def _run_edges(args) -> int:
+    from .edges_job import run_edges_job
+
+    col = (lambda c: int(c) if args.no_header and str(c).isdigit() else c)
+    job = run_edges_job(args.edges, args.store, num_nodes=args.num_nodes, node_type=args.node_type,
+                  relation=args.relation, src_col=col(args.src_col), dst_col=col(args.dst_col),
+                  header=not args.no_header, delimiter=args.delimiter, coalesce=args.coalesce,
+                  drop_self_loops=args.drop_self_loops, undirected=args.undirected,
+                  csr=args.csr, **job_kwargs(args))
+    print(job.plan_text() if args.dry_run else job.summary())
+    return 0
+

@@ -1,0 +1,48 @@
+"""Exception classes of the preprocessing jobs.
+
+Each derives from :class:`featurestore.FeatureStoreError` (so the ``featurestore`` command
+reports it cleanly) and from the built-in exception a caller would catch for the same
+problem. Messages name the input file concerned.
+"""
+
+from __future__ import annotations
+
+from featurestore.errors import FeatureStoreError
+
+__all__ = [
+    "PreprocessError",
+    "InputNotFoundError",
+    "BadInputError",
+    "IdsOutOfRangeInputError",
+    "ManifestMismatchError",
+    "NotEnoughDiskError",
+    "SpecError",
+]
+
+
+class PreprocessError(FeatureStoreError):
+    """Base class of the errors of ``preprocess``."""
+
+
+class InputNotFoundError(PreprocessError, FileNotFoundError):
+    """An input file named by a job or a spec does not exist."""
+
+
+class BadInputError(PreprocessError, ValueError):
+    """An input file cannot be used: wrong dtype or shape, truncated, NaN or null ids, ..."""
+
+
+class IdsOutOfRangeInputError(BadInputError, IndexError):
+    """Ids in an input file are negative or not below the node count."""
+
+
+class ManifestMismatchError(PreprocessError, RuntimeError):
+    """A job is resumed with other inputs or options than the run that started it."""
+
+
+class NotEnoughDiskError(PreprocessError, OSError):
+    """The output (or scratch) file system has less free space than the job needs."""
+
+
+class SpecError(PreprocessError, ValueError):
+    """A dataset spec file is malformed or names something that does not exist."""

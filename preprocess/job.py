@@ -1,0 +1,355 @@
+"""Resumable preprocessing jobs: a manifest of inputs, options and finished steps.
+
+Every job (the spec-file job, the OGB jobs, a user's script) writes its store through a
+:class:`Job`::
+
+    job = Job("out/store", "my-dataset", inputs=["edges.npy", "feat.npy"],
+              options={"coalesce": True}, budget_bytes=parse_size("2GiB"))
+    with job.step("nodes:paper") as st:
+        if st.todo:
+            job.writer.add_node_type("paper", n)
+    with job.step("csc:paper__cites__paper", plan={"edges": e}) as st:
+        if st.todo:
+            st.stats = build_csc(job.writer, ("paper", "cites", "paper"), src, ...)
+    job.commit()            # marks the store complete; job.summary() is a table of the steps
+
+The manifest (``<store>/.preprocess/manifest.json``, written atomically after each step)
+records the inputs (paths, sizes, mtimes), the options and the finished steps with their
+statistics. Running the same job again skips finished steps, so a job killed at any point
+(even with SIGKILL) resumes at the step it was in; arrays are renamed into place only when
+whole, so the store ends identical to an uninterrupted run. Changed inputs or options raise
+:class:`ManifestMismatchError` unless ``force=True``, which starts over. With ``dry_run=True``
+nothing is written: steps report ``todo == False`` and :meth:`Job.plan_text` lists what would
+run, with the sizes, disk and memory each step declared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from featurestore import __version__
+from featurestore._location import Location
+from featurestore.errors import StoreExistsError
+from featurestore.writer import StoreWriter
+
+from .errors import InputNotFoundError, ManifestMismatchError, NotEnoughDiskError
+from .memory import PeakMemory, format_size, free_disk_bytes
+
+__all__ = ["Job", "Step", "MANIFEST_KEY", "input_record"]
+
+log = logging.getLogger(__name__)
+
+MANIFEST_KEY = ".preprocess/manifest.json"
+SCRATCH_KEY = ".preprocess/tmp"
+
+
+def input_record(path: str | os.PathLike) -> dict:
+    """``{"path", "size", "mtime_ns"}`` of an input file (a directory: total size, newest mtime)."""
+    p = os.path.abspath(os.fspath(path))
+    if not os.path.exists(p):
+        raise InputNotFoundError(f"Expected an input file at {p}. Nothing is there.")
+    if os.path.isdir(p):
+        size = mtime = 0
+        for root, _, files in os.walk(p):
+            for f in files:
+                st = os.stat(os.path.join(root, f))
+                size += st.st_size
+                mtime = max(mtime, st.st_mtime_ns)
+    else:
+        st = os.stat(p)
+        size, mtime = st.st_size, st.st_mtime_ns
+    return {"path": p, "size": int(size), "mtime_ns": int(mtime)}
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Step:
+    """One step of a job, as the ``with job.step(...)`` block sees it.
+
+    ``todo`` is False when the step finished in an earlier run (or in a dry run); the block
+    then does nothing. Put the step's statistics (a dict, e.g. what :func:`build_csc`
+    returns) in ``stats``: they go into the manifest and the summary.
+    """
+
+    name: str
+    todo: bool
+    plan: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    peak_anon_bytes: int = 0
+    status: str = "todo"
+
+    def __bool__(self) -> bool:
+        return self.todo
+
+
+class Job:
+    """A resumable job writing one store. See the module docstring for the protocol.
+
+    Parameters
+    ----------
+    store_url
+        Where the store goes (a local directory or fsspec URL).
+    name
+        The job's name (``spec``, ``mag240m``, ...), recorded in the manifest.
+    inputs
+        Input files (or directories); their sizes and mtimes are recorded and compared on resume.
+    options
+        Everything that changes the output (JSON-serialisable). Resuming with other options
+        raises :class:`ManifestMismatchError` unless ``force``.
+    force
+        Start over even if a finished or partial store with another manifest is there.
+    dry_run
+        Write nothing; steps are not run, only planned.
+    budget_bytes
+        The memory budget the job's steps should honour (not part of ``options``: changing it
+        does not invalidate finished steps).
+    """
+
+    def __init__(self, store_url, name: str, inputs: Iterable = (), options: dict | None = None,
+                 *, force: bool = False, dry_run: bool = False, budget_bytes: int = 1 << 30,
+                 progress: bool = True, storage_options: dict | None = None):
+        self.store_url = os.fspath(store_url)
+        self.name = name
+        self.options = _jsonable(dict(options or {}))
+        self.inputs = [input_record(p) for p in inputs]
+        self.force, self.dry_run = force, dry_run
+        self.budget_bytes = int(budget_bytes)
+        self.progress = progress
+        self.loc = Location(self.store_url, storage_options)
+        self.storage_options = storage_options
+        self.steps: list[Step] = []
+        self._writer: StoreWriter | None = None
+        self.t0 = time.perf_counter()
+        old = self._read_manifest()
+        self.complete = False
+        if old is not None and not force:
+            self._check_same(old)
+            self.manifest = old
+            self.complete = bool(old.get("complete")) and self._store_complete()
+        else:
+            self.manifest = None
+        self.resumed = self.manifest is not None and bool(self.manifest.get("steps"))
+        if self.manifest is None:
+            self.manifest = {"job": name, "tool": f"featurestore {__version__}",
+                             "started": _now(), "inputs": self.inputs, "options": self.options,
+                             "steps": {}, "complete": False}
+        if old is None and not force and self._store_exists():
+            raise StoreExistsError(
+                f"Expected no store, or one this job started, at {self.store_url}. A store "
+                "without a job manifest is there; pass --force (force=True) to replace it.")
+        if not dry_run and not self.complete:
+            self._open_writer(fresh=old is None or force or not self._store_exists())
+
+    # -- store and manifest ---------------------------------------------------------
+    def _read_manifest(self) -> dict | None:
+        try:
+            return self.loc.read_json(MANIFEST_KEY)
+        except FileNotFoundError:
+            return None
+        except ValueError:  # a torn manifest cannot happen (atomic writes); treat as absent
+            return None
+
+    def _store_exists(self) -> bool:
+        return self.loc.exists("zarr.json")
+
+    def _store_complete(self) -> bool:
+        try:
+            return bool(self.loc.read_json("zarr.json").get("attributes", {}).get("complete"))
+        except (FileNotFoundError, ValueError):
+            return False
+
+    def _check_same(self, old: dict) -> None:
+        diffs = []
+        if old.get("job") != self.name:
+            diffs.append(f"job {old.get('job')!r} -> {self.name!r}")
+        old_in = {r["path"]: r for r in old.get("inputs", [])}
+        new_in = {r["path"]: r for r in self.inputs}
+        for p in sorted(set(old_in) | set(new_in)):
+            a, b = old_in.get(p), new_in.get(p)
+            if a is None or b is None:
+                diffs.append(f"input {p} {'added' if a is None else 'removed'}")
+            elif (a["size"], a["mtime_ns"]) != (b["size"], b["mtime_ns"]):
+                diffs.append(f"input {p} changed (size {a['size']} -> {b['size']}, "
+                             f"mtime {a['mtime_ns']} -> {b['mtime_ns']})")
+        oo, no = old.get("options", {}), self.options
+        for k in sorted(set(oo) | set(no)):
+            if oo.get(k) != no.get(k):
+                diffs.append(f"option {k}: {oo.get(k)!r} -> {no.get(k)!r}")
+        if diffs:
+            raise ManifestMismatchError(
+                f"Expected the inputs and options of the run that started {self.store_url}. "
+                f"Got: {'; '.join(diffs)}. Re-run with --force (force=True) to start over.")
+
+    def _open_writer(self, fresh: bool) -> None:
+        if fresh:
+            mode = "w" if self._store_exists() or self._only_our_files() else "w-"
+            self._writer = StoreWriter(self.store_url, mode=mode,
+                                       storage_options=self.storage_options)
+            self.manifest["steps"] = {}
+            self.manifest["complete"] = False
+        else:
+            self._writer = StoreWriter(self.store_url, mode="a",
+                                       storage_options=self.storage_options)
+        if self.loc.is_local:
+            shutil.rmtree(self.loc.path(SCRATCH_KEY), ignore_errors=True)
+        self._save()
+
+    def _only_our_files(self) -> bool:
+        """The directory holds nothing but a manifest (a job killed before its first array)."""
+        if not self.loc.exists():
+            return False
+        names = [os.path.basename(p.rstrip("/")) for p in self.loc.fs.ls(self.loc.root)]
+        return set(names) <= {".preprocess"}
+
+    def _save(self) -> None:
+        if self.dry_run:
+            return
+        if self.loc.is_local:
+            os.makedirs(os.path.dirname(self.loc.path(MANIFEST_KEY)), exist_ok=True)
+        self.loc.write_json_atomic(MANIFEST_KEY, self.manifest)
+
+    @property
+    def writer(self) -> StoreWriter:
+        """The store's writer (mode ``"w"`` on a fresh run, ``"a"`` when resuming)."""
+        if self._writer is None:
+            raise RuntimeError(f"Job {self.name!r} has no writer: "
+                               + ("it is a dry run." if self.dry_run else "the store is complete."))
+        return self._writer
+
+    @property
+    def tmpdir(self) -> str | None:
+        """Scratch directory for steps (inside the store when local, removed by :meth:`commit`)."""
+        return self.loc.path(SCRATCH_KEY) if self.loc.is_local else None
+
+    # -- steps ----------------------------------------------------------------------
+    def done(self, name: str) -> bool:
+        """Whether step ``name`` finished in this or an earlier run."""
+        return name in self.manifest["steps"]
+
+    @contextlib.contextmanager
+    def step(self, name: str, plan: dict | None = None):
+        """Run the block as step ``name`` unless it is done (see :class:`Step`).
+
+        ``plan``: what the step will do, for :meth:`plan_text` (e.g. ``edges``, ``disk_bytes``,
+        ``memory_bytes``). On normal exit the step is recorded as finished in the manifest.
+        """
+        st = Step(name, todo=not (self.dry_run or self.complete or self.done(name)),
+                  plan=dict(plan or {}))
+        self.steps.append(st)
+        if not st.todo:
+            st.status = "planned" if self.dry_run and not self.done(name) else "done before"
+            prev = self.manifest["steps"].get(name, {})
+            st.stats = prev.get("stats", {})
+            st.seconds = prev.get("seconds", 0.0)
+            yield st
+            return
+        log.info("step %s: start", name)
+        t = time.perf_counter()
+        with PeakMemory() as mem:
+            yield st
+        st.seconds = time.perf_counter() - t
+        st.peak_anon_bytes = mem.peak
+        st.status = "ran"
+        self.manifest["steps"][name] = {"finished": _now(), "seconds": round(st.seconds, 3),
+                                        "peak_anon_bytes": mem.peak,
+                                        "stats": _jsonable(st.stats)}
+        self._save()
+        log.info("step %s: done in %.1f s", name, st.seconds)
+
+    def run_step(self, name: str, fn: Callable[[], dict | None], plan: dict | None = None):
+        """``fn()`` as step ``name`` unless done; its returned dict becomes the step's stats."""
+        with self.step(name, plan) as st:
+            if st.todo:
+                st.stats = fn() or {}
+        return st.stats
+
+    def check_disk(self, need_bytes: int, what: str = "the store") -> None:
+        """Raise :class:`NotEnoughDiskError` if the store's file system lacks ``need_bytes``."""
+        if not self.loc.is_local:
+            return
+        free = free_disk_bytes(self.loc.root)
+        if need_bytes > free:
+            raise NotEnoughDiskError(f"Expected {format_size(need_bytes)} free for {what} at "
+                                     f"{self.store_url}. Got {format_size(free)} instead.")
+
+    def commit(self, **provenance: Any) -> None:
+        """Record the job in the store's provenance, mark it complete, drop scratch files."""
+        if self.dry_run or self.complete:
+            return
+        self.writer.add_provenance(f"preprocess {self.name}", inputs=self.inputs,
+                                   options=self.options, **_jsonable(provenance))
+        self.writer.commit()
+        self.manifest["complete"] = True
+        self.manifest["finished"] = _now()
+        self._save()
+        self.complete = True
+        if self.loc.is_local:
+            shutil.rmtree(self.loc.path(SCRATCH_KEY), ignore_errors=True)
+
+    # -- reporting ------------------------------------------------------------------
+    def summary(self) -> str:
+        """A table of the steps: status, seconds, edges/s, GB/s, peak anonymous memory."""
+        rows = [("step", "status", "seconds", "edges/s", "GB/s", "peak mem")]
+        for st in self.steps:
+            s = st.stats or {}
+            eps = s.get("edges_per_s")
+            gbs = s.get("gb_per_s")
+            rows.append((st.name, st.status, f"{st.seconds:.1f}",
+                         f"{eps / 1e6:.2f}M" if eps else "",
+                         f"{gbs:.2f}" if gbs else "",
+                         format_size(st.peak_anon_bytes) if st.peak_anon_bytes else ""))
+        total = time.perf_counter() - self.t0
+        return _table(rows) + f"\ntotal {total:.1f} s (budget {format_size(self.budget_bytes)})"
+
+    def plan_text(self) -> str:
+        """What a run would do (for ``--dry-run``): each step with its declared plan."""
+        rows = [("step", "status", "plan")]
+        for st in self.steps:
+            info = ", ".join(f"{k}={_fmt(k, v)}" for k, v in st.plan.items())
+            rows.append((st.name, "done" if self.done(st.name) else "todo", info))
+        need = sum(int(st.plan.get("disk_bytes", 0)) for st in self.steps
+                   if not self.done(st.name))
+        free = free_disk_bytes(self.loc.root) if self.loc.is_local else None
+        tail = (f"\ndisk needed ~{format_size(need)}"
+                + (f", free {format_size(free)}" if free is not None else "")
+                + f"; memory budget {format_size(self.budget_bytes)}")
+        return _table(rows) + tail
+
+
+def _fmt(key: str, v) -> str:
+    if isinstance(v, int) and key.endswith("bytes"):
+        return format_size(v)
+    return str(v)
+
+
+def _table(rows: list[tuple]) -> str:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def _jsonable(obj):
+    """Plain JSON types (NumPy scalars and tuples converted)."""
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.dtype):
+        return obj.name
+    if isinstance(obj, (os.PathLike,)):
+        return os.fspath(obj)
+    return obj

@@ -1,0 +1,98 @@
+"""Memory budgets and measurement.
+
+A budget is what a job may hold in anonymous memory (NumPy buffers, numba scratch); file
+pages reached through memory maps are page cache, which the kernel reclaims, and are not
+counted. :class:`PeakMemory` samples the process's anonymous resident memory (``RssAnon``),
+the figure ``../shared/tools/memcap`` reports as ``peak_anon``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+
+__all__ = ["parse_size", "format_size", "PeakMemory", "anon_bytes", "free_disk_bytes"]
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str | int) -> int:
+    """``"2GiB"``, ``"512M"``, ``"1.5G"`` or an int (bytes) to bytes."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.I)
+    if not m:
+        raise ValueError(f"Expected a size such as 512MiB, 2GiB or 1.5G. Got {text!r} instead.")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def format_size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    raise AssertionError
+
+
+def anon_bytes() -> int:
+    """Anonymous resident memory of this process (``RssAnon``), 0 where /proc is missing."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def free_disk_bytes(path: str | os.PathLike) -> int:
+    """Free bytes on the file system holding ``path`` (or its nearest existing parent)."""
+    p = os.path.abspath(os.fspath(path))
+    while not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    st = os.statvfs(p)
+    return st.f_bavail * st.f_frsize
+
+
+class PeakMemory:
+    """Samples ``RssAnon`` every ``interval`` seconds in a thread; ``peak`` is the largest seen.
+
+    Use as a context manager around the work to measure. ``peak`` counts from the start of
+    the process's current anonymous memory, so subtract :attr:`start` for what the work added.
+    """
+
+    def __init__(self, interval: float = 0.02):
+        self.interval = interval
+        self.start = anon_bytes()
+        self.peak = self.start
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            v = anon_bytes()
+            if v > self.peak:
+                self.peak = v
+
+    def __enter__(self) -> "PeakMemory":
+        self.start = anon_bytes()
+        self.peak = self.start
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.peak = max(self.peak, anon_bytes())
+
+    @property
+    def added(self) -> int:
+        return max(0, self.peak - self.start)
