@@ -1,0 +1,229 @@
+"""``featurestore preprocess mag240m ROOT STORE``: MAG240M's official layout into a store.
+
+Output (PyG's ``ToUndirected`` view of ``MAG240MDataset``):
+
+- node types ``paper``, ``author``, ``institution`` with the counts of ``meta.pt``; store id =
+  ogb id (``orig_ids`` is the identity);
+- edge types ``author-writes-paper``, ``paper-rev_writes-author``,
+  ``author-affiliated_with-institution``, ``institution-rev_affiliated_with-author`` and
+  ``paper-cites-paper`` symmetrised; every type coalesced (duplicate edges removed);
+- ``paper/feat`` (fp16 as given), ``paper`` labels (int64: NaN -> -1, the hidden test
+  labels -1 stay -1), ``paper/year``;
+- splits ``train``, ``valid``, ``test-dev``, ``test-challenge`` (``test`` split as ogb does:
+  position % 5 < 3 is test-dev);
+- with ``derive_features="mean"``: ``author/feat`` and ``institution/feat`` as the OGB baseline's
+  ``full_feat.npy`` builds them, out of core.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+import featurestore as fs
+from preprocess.csc import build_csc, reverse_etype
+from preprocess.edges import from_npy, load_npy
+
+from ._common import Scratch, check_ids, check_shape, labels_to_int
+from ._steps import StepRunner
+from .derive import mean_blocks
+from .errors import RawDataError
+from .layout import MAG240M_RELATIONS, MagPaths
+from .ptload import load_pt
+
+__all__ = ["preprocess_mag240m", "read_mag_meta", "mag_splits"]
+
+log = logging.getLogger(__name__)
+
+
+def read_mag_meta(paths: MagPaths) -> dict[str, int]:
+    """``meta.pt`` checked: positive ``paper``, ``author``, ``institution``, ``num_classes``."""
+    meta = load_pt(paths.meta)
+    if not isinstance(meta, dict):
+        raise RawDataError(f"Expected a dict in {paths.meta}. Got {type(meta).__name__}.")
+    out = {}
+    for k in ("paper", "author", "institution", "num_classes"):
+        v = meta.get(k)
+        try:
+            ok = v is not None and int(v) == v and int(v) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise RawDataError(f"Expected a positive integer {k!r} in {paths.meta}. Got {v!r}.")
+        out[k] = int(v)
+    return out
+
+
+def mag_splits(paths: MagPaths, num_papers: int) -> dict[str, np.ndarray]:
+    """``train``, ``valid``, ``test-dev``, ``test-challenge`` from ``split_dict.pt``.
+
+    ``test`` is divided as ogb's ``MAG240MDataset`` does (position ``% 5 < 3`` is test-dev);
+    a dict that already holds ``test-dev`` and ``test-challenge`` is taken as it is.
+    """
+    sd = load_pt(paths.split_dict)
+    if not isinstance(sd, dict):
+        raise RawDataError(f"Expected a dict in {paths.split_dict}. Got {type(sd).__name__}.")
+    get = {k: np.asarray(v) for k, v in sd.items()}
+    out = {}
+    for k in ("train", "valid"):
+        if k not in get:
+            raise RawDataError(f"Expected a {k!r} entry in {paths.split_dict}. It has {sorted(get)}.")
+        out[k] = check_ids(get[k], num_papers, paths.split_dict, k)
+    if "test" in get:
+        test = check_ids(get["test"], num_papers, paths.split_dict, "test")
+        pos = np.arange(test.shape[0])
+        out["test-dev"] = test[pos % 5 < 3]
+        out["test-challenge"] = test[pos % 5 >= 3]
+    elif "test-dev" in get and "test-challenge" in get:
+        for k in ("test-dev", "test-challenge"):
+            out[k] = check_ids(get[k], num_papers, paths.split_dict, k)
+    else:
+        raise RawDataError(f"Expected a 'test' entry (or 'test-dev' and 'test-challenge') in "
+                           f"{paths.split_dict}. It has {sorted(get)}.")
+    return out
+
+
+def _check_layout(paths: MagPaths, meta: dict) -> dict[str, Any]:
+    """Open the arrays (memory maps) and check their shapes and dtypes against ``meta.pt``."""
+    feat = load_npy(paths.paper("node_feat"), "feature matrix")
+    n = meta["paper"]
+    if feat.ndim != 2 or feat.shape[0] != n or feat.dtype.kind != "f":
+        raise RawDataError(f"Expected float paper features of shape [{n}, dim] (meta.pt) in "
+                           f"{paths.paper('node_feat')}. Got {feat.dtype} {feat.shape}.")
+    label = load_npy(paths.paper("node_label"), "label array")
+    year = load_npy(paths.paper("node_year"), "year array")
+    for arr, what in ((label, "node_label"), (year, "node_year")):
+        if arr.size != n or arr.ndim not in (1, 2):
+            raise RawDataError(f"Expected {n} entries (meta.pt) in {paths.paper(what)}. "
+                               f"Got shape {arr.shape}.")
+    if year.dtype.kind not in "iu":
+        raise RawDataError(f"Expected integer years in {paths.paper('node_year')}. "
+                           f"Got {year.dtype}.")
+    edges = {}
+    for s, r, d in MAG240M_RELATIONS:
+        p = paths.edge_index(s, r, d)
+        e = load_npy(p, "edge index")
+        if e.ndim != 2 or e.shape[0] != 2 or e.dtype.kind not in "iu":
+            raise RawDataError(f"Expected an integer edge_index of shape [2, E] in {p}. "
+                               f"Got {e.dtype} {e.shape}.")
+        edges[(s, r, d)] = p
+    return dict(feat=feat, label=label.reshape(-1), year=year.reshape(-1), edges=edges)
+
+
+def preprocess_mag240m(root, store, *, derive_features: str | None = None,
+                       budget_bytes: int = 1 << 30, tmpdir: str | None = None,
+                       force: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Turn ``ROOT/mag240m_kddcup2021`` into a store at ``store``.
+
+    Parameters
+    ----------
+    root
+        The directory holding ``mag240m_kddcup2021/`` as the official zip unpacks (or that
+        folder itself).
+    store
+        Where to write the store (local path). An incomplete store left by an interrupted
+        run with the same inputs and options is resumed.
+    derive_features
+        ``None`` or ``"mean"`` (author = mean of their papers, institution = mean of their
+        authors; fp32 sums, stored fp16).
+    budget_bytes
+        Anonymous memory each step may hold (edge conversion, derived features).
+    tmpdir
+        Scratch space (the store's parent directory by default).
+    force
+        Start over even if a store (complete or not) is there.
+
+    Returns
+    -------
+    dict
+        Per-step statistics (seconds, edges, bytes) and the totals.
+    """
+    if derive_features not in (None, "mean"):
+        raise ValueError(f"Expected derive_features None or 'mean'. Got {derive_features!r}.")
+    paths = MagPaths.under(root)
+    meta = read_mag_meta(paths)
+    arrays = _check_layout(paths, meta)
+    splits = mag_splits(paths, meta["paper"])
+    inputs = [paths.meta, paths.split_dict] + [paths.paper(w) for w in
+                                               ("node_feat", "node_label", "node_year")]
+    inputs += list(arrays["edges"].values())
+    opts = dict(derive_features=derive_features, coalesce=True, to_undirected=True)
+    run = StepRunner(store, job="ogb.mag240m", inputs=inputs, options=opts, force=force)
+    w = run.writer
+    scratch = Scratch(tmpdir or os.path.dirname(os.path.abspath(os.fspath(store))),
+                      ".mag240m-scratch-")
+    csc_kw = dict(budget_bytes=budget_bytes, tmpdir=scratch.path, progress=progress)
+    feat = arrays["feat"]
+    try:
+        def nodes():
+            for nt in ("paper", "author", "institution"):
+                w.add_node_type(nt, meta[nt])
+            return dict(meta)
+
+        def paper_features():
+            w.add_features("paper", "feat", feat)
+            return dict(rows=feat.shape[0], bytes=int(feat.nbytes))
+
+        def paper_values():
+            lab = labels_to_int(_flat_blocks(arrays["label"]), meta["paper"],
+                                scratch.file("label.npy"), name=paths.paper("node_label"),
+                                num_classes=meta["num_classes"])
+            w.add_labels("paper", lab)
+            w.add_values("paper", "year", arrays["year"])
+            return dict(labelled=int(np.count_nonzero(np.asarray(lab) >= 0)))
+
+        def write_splits():
+            for name, ids in splits.items():
+                w.add_split(name, "paper", ids)
+            return {k: int(v.shape[0]) for k, v in splits.items()}
+
+        run.run("nodes", nodes)
+        run.run("paper-features", paper_features)
+        run.run("paper-labels-years", paper_values)
+        run.run("splits", write_splits)
+        for (s, r, d), p in arrays["edges"].items():
+            src = from_npy(p)
+            if s == d:
+                run.run(f"edges:{s}__{r}__{d}", lambda s=s, r=r, d=d, src=src: build_csc(
+                    w, (s, r, d), src, num_src=meta[s], num_dst=meta[d], coalesce=True,
+                    symmetrize=True, **csc_kw))
+            else:
+                run.run(f"edges:{s}__{r}__{d}", lambda s=s, r=r, d=d, src=src: build_csc(
+                    w, (s, r, d), src, num_src=meta[s], num_dst=meta[d], coalesce=True, **csc_kw))
+                rev = reverse_etype((s, r, d))
+                run.run(f"edges:{rev.key()}", lambda rev=rev, s=s, d=d, src=src: build_csc(
+                    w, rev, src.reversed(), num_src=meta[d], num_dst=meta[s], coalesce=True,
+                    **csc_kw))
+        if derive_features == "mean":
+            run.run("derive:author-feat", lambda: _derive(
+                w, ("paper", "rev_writes", "author"), "paper", "author", budget_bytes, progress))
+            run.run("derive:institution-feat", lambda: _derive(
+                w, ("author", "affiliated_with", "institution"), "author", "institution",
+                budget_bytes, progress))
+        run.commit()
+    finally:
+        scratch.close()
+    return run.timings
+
+
+def _flat_blocks(arr: np.ndarray, block: int = 1 << 22):
+    for lo in range(0, arr.shape[0], block):
+        yield arr[lo:lo + block]
+
+
+def _derive(w, etype, src_type: str, dst_type: str, budget_bytes: int, progress: bool) -> dict:
+    """``dst_type/feat`` = mean over ``etype``'s CSC of ``src_type/feat``, streamed."""
+    s = fs.open_store(w.url, allow_incomplete=True)
+    try:
+        indptr, indices = s.csc(etype)
+        x = s.features(src_type, "feat")
+        blocks = mean_blocks(indptr, indices, x, out_dtype=np.float16,
+                             budget_bytes=max(budget_bytes // 2, 32 << 20), progress=progress)
+        w.add_features(dst_type, "feat", blocks, dtype=np.float16, row_shape=x.shape[1:])
+        return dict(rows=int(indptr.shape[0] - 1), edges=int(indptr[-1]),
+                    bytes_gathered=int(indptr[-1]) * x.row_bytes)
+    finally:
+        s.close()

@@ -1,0 +1,160 @@
+"""``featurestore preprocess papers100m ROOT STORE``: ogbn-papers100M's binary layout into a store.
+
+Input: ``ogbn_papers100M/raw/data.npz`` (``edge_index`` [2, E], ``node_feat`` [N, 128],
+``node_year`` [N, 1], ``num_nodes_list``, ``num_edges_list``), ``raw/node-label.npz``
+(``node_label`` [N, 1], NaN = none) and ``split/time/{train,valid,test}.csv.gz``.
+The ``.npz`` members are never loaded whole: stored members are memory-mapped inside the
+zip, deflated ones streamed (``edge_index`` into a scratch ``.npy``, since the CSC conversion
+reads it several times).
+
+Output: node type ``paper`` (store id = ogb node id), ``paper/feat`` as given (fp32),
+labels (int64, NaN -> -1), ``paper/year``, splits ``train``/``valid``/``test`` and the edge
+type ``paper-cites-paper``, symmetrised (PyG's ``ToUndirected``) and coalesced; with
+``directed=True`` the citations keep their direction (still coalesced).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+from preprocess.csc import build_csc
+from preprocess.edges import from_arrays
+
+from ._common import Scratch, check_ids, labels_to_int
+from ._steps import StepRunner
+from .errors import RawDataError, RawFileNotFoundError
+from .layout import PAPERS100M_SPLITS, PapersPaths
+from .npz import NpzArchive
+
+__all__ = ["preprocess_papers100m", "read_split_csv"]
+
+log = logging.getLogger(__name__)
+
+#: rows per block when streaming a deflated feature member.
+FEAT_BLOCK_BYTES = 64 << 20
+
+
+def read_split_csv(path: str, n: int) -> np.ndarray:
+    """One id per line of a (gzipped) CSV without header, checked to lie in ``[0, n)``."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    if not os.path.exists(path):
+        raise RawFileNotFoundError(f"Expected {path}. It is missing.")
+    try:
+        t = pcsv.read_csv(path, read_options=pcsv.ReadOptions(autogenerate_column_names=True),
+                          convert_options=pcsv.ConvertOptions(column_types={"f0": pa.int64()}))
+    except (pa.ArrowInvalid, OSError) as e:
+        raise RawDataError(f"Expected one integer id per line in {path}: {e}") from e
+    if t.num_columns != 1:
+        raise RawDataError(f"Expected one column of ids in {path}. Got {t.num_columns}.")
+    col = t.column(0)
+    if col.null_count:
+        raise RawDataError(f"Expected an id on every line of {path}. {col.null_count} are empty.")
+    return check_ids(col.to_numpy(), n, path, "split ids")
+
+
+def _scalar(arc: NpzArchive, name: str) -> int:
+    v = arc[name].read().reshape(-1)
+    if v.size != 1 or v.dtype.kind not in "iu":
+        raise RawDataError(f"Expected one integer in member {name!r} of {arc.path} (one graph). "
+                           f"Got {v.dtype} of shape {v.shape}.")
+    return int(v[0])
+
+
+def preprocess_papers100m(root, store, *, directed: bool = False, budget_bytes: int = 1 << 30,
+                          tmpdir: str | None = None, force: bool = False,
+                          progress: bool = True) -> dict[str, Any]:
+    """Turn ``ROOT/ogbn_papers100M`` into a store at ``store``.
+
+    Parameters
+    ----------
+    root
+        The directory holding ``ogbn_papers100M/`` (or that folder itself).
+    store
+        Where to write the store (local path); an interrupted run is resumed.
+    directed
+        Keep citations directed instead of symmetrising them.
+    budget_bytes
+        Anonymous memory the edge conversion may hold.
+    tmpdir
+        Scratch space (deflated members are expanded there); the store's parent by default.
+    force
+        Start over even if a store is there.
+    """
+    paths = PapersPaths.under(root)
+    data = NpzArchive(paths.data)
+    labels = NpzArchive(paths.node_label)
+    n = _scalar(data, "num_nodes_list")
+    e = _scalar(data, "num_edges_list")
+    ei, nf, ny = data["edge_index"], data["node_feat"], data["node_year"]
+    nl = labels["node_label"]
+    if ei.shape != (2, e) or ei.dtype.kind not in "iu" or ei.fortran_order:
+        raise RawDataError(f"Expected a C-order integer edge_index of shape (2, {e}) "
+                           f"(num_edges_list) in {paths.data}. Got {ei.dtype} {ei.shape}.")
+    if len(nf.shape) != 2 or nf.shape[0] != n or nf.dtype.kind != "f":
+        raise RawDataError(f"Expected float node_feat of shape ({n}, dim) (num_nodes_list) in "
+                           f"{paths.data}. Got {nf.dtype} {nf.shape}.")
+    for m, where in ((ny, paths.data), (nl, paths.node_label)):
+        if m.size != n:
+            raise RawDataError(f"Expected {n} entries in member {m.name!r} of {where}. "
+                               f"Got shape {m.shape}.")
+    if ny.dtype.kind not in "iu":
+        raise RawDataError(f"Expected integer node_year in {paths.data}. Got {ny.dtype}.")
+    splits = {k: read_split_csv(paths.split(k), n) for k in PAPERS100M_SPLITS}
+    inputs = [paths.data, paths.node_label] + [paths.split(k) for k in PAPERS100M_SPLITS]
+    run = StepRunner(store, job="ogb.papers100m", inputs=inputs,
+                     options=dict(directed=directed, coalesce=True), force=force)
+    w = run.writer
+    scratch = Scratch(tmpdir or os.path.dirname(os.path.abspath(os.fspath(store))),
+                      ".papers100m-scratch-")
+    try:
+        def nodes():
+            w.add_node_type("paper", n)
+            return dict(nodes=n, edges=e)
+
+        def features():
+            dim = nf.shape[1]
+            if nf.compressed:
+                rows = max(1, FEAT_BLOCK_BYTES // (dim * nf.dtype.itemsize))
+                w.add_features("paper", "feat", nf.iter_rows(rows), dtype=nf.dtype,
+                               row_shape=(dim,))
+            else:
+                w.add_features("paper", "feat", nf.memmap())
+            return dict(rows=n, bytes=nf.nbytes, compressed=nf.compressed)
+
+        def values():
+            lab = labels_to_int(nl.iter_flat(), n, scratch.file("label.npy"),
+                                name=f"{paths.node_label}:node_label")
+            w.add_labels("paper", lab)
+            year = (ny.memmap().reshape(-1) if not ny.compressed
+                    else ny.to_npy(scratch.file("year.npy")).reshape(-1))
+            w.add_values("paper", "year", year)
+            return dict(labelled=int(np.count_nonzero(np.asarray(lab) >= 0)))
+
+        def write_splits():
+            for k, ids in splits.items():
+                w.add_split(k, "paper", ids)
+            return {k: int(v.shape[0]) for k, v in splits.items()}
+
+        def edges():
+            arr = ei.memmap() if not ei.compressed else ei.to_npy(scratch.file("edge_index.npy"))
+            src = from_arrays(arr[0], arr[1], name=f"{paths.data}:edge_index")
+            return build_csc(w, ("paper", "cites", "paper"), src, num_src=n, num_dst=n,
+                             coalesce=True, symmetrize=not directed, budget_bytes=budget_bytes,
+                             tmpdir=scratch.path, progress=progress)
+
+        run.run("nodes", nodes)
+        run.run("paper-features", features)
+        run.run("paper-labels-years", values)
+        run.run("splits", write_splits)
+        run.run("edges:paper__cites__paper", edges)
+        run.commit()
+    finally:
+        scratch.close()
+    return run.timings
+
