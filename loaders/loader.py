@@ -1,0 +1,310 @@
+"""The streaming neighbour loader: sampling, feature gathering and host-to-device copies
+overlapped on threads, with a bounded number of batches in flight.
+
+Stages (one thread each; numba kernels and row reads release the GIL)::
+
+    sample (batch k+2) -> gather features into reused, pinned host buffers (k+1)
+        -> copy to the GPU on a side CUDA stream, non_blocking (k) -> training loop
+
+Without CUDA the copy stage is skipped and the host tensors are the batch. An exception in a
+stage is raised in the training loop (with its original traceback); leaving the loop early
+(``break``, an exception, or dropping the iterator) stops and joins every stage thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numba
+import numpy as np
+import torch
+
+from ._buffers import BufferPool
+from .sampler import MiniBatch, NeighborSampler, SampledSubgraph
+
+__all__ = ["NeighborLoader", "resolve_input_nodes"]
+
+log = logging.getLogger(__name__)
+
+OUTPUTS = ("raw", "pyg", "dgl")
+_POLL_S = 0.05
+
+
+def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
+    """``(seed node type, seed ids)`` from the forms :class:`NeighborLoader` accepts.
+
+    ``("paper", "train")`` (a split), ``("paper", ids)``, ``"train"`` (a split of the only
+    node type) or ``ids`` (homogeneous store).
+    """
+    if isinstance(input_nodes, tuple) and len(input_nodes) == 2 and isinstance(input_nodes[0], str):
+        ntype, what = input_nodes
+        ids = store.split(what, ntype) if isinstance(what, str) else what
+    elif isinstance(input_nodes, str):
+        ntype = store._ntype(None)
+        ids = store.split(input_nodes, ntype)
+    else:
+        ntype = store._ntype(None)
+        ids = input_nodes
+    if isinstance(ids, torch.Tensor):
+        ids = ids.numpy()
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        from featurestore.errors import InvalidIdsError
+        raise InvalidIdsError(f"Expected 1-D integer input nodes for node type {ntype!r} of "
+                              f"{store.url}. Got {ids.dtype} of shape {ids.shape} instead.")
+    n = store.num_nodes(ntype)
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        from featurestore.errors import IdsOutOfRangeError
+        raise IdsOutOfRangeError(f"Expected input nodes in [0, {n}) for node type {ntype!r} of "
+                                 f"{store.url}. Got ids in [{ids.min()}, {ids.max()}] instead.")
+    return ntype, ids.astype(np.int64, copy=False)
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.empty(0, dtype)).dtype
+
+
+@dataclass
+class _Failure:
+    """An exception raised in a stage thread, carried to the training loop."""
+
+    exc: BaseException
+    stage: str
+
+
+_DONE = object()
+
+
+class NeighborLoader:
+    """Mini-batches of sampled subgraphs with their features, streamed from a store.
+
+    Parameters
+    ----------
+    store
+        An open :class:`featurestore.Store`.
+    input_nodes
+        Seeds: ``("paper", "train")``, ``("paper", ids)``, a split name or an id array.
+    num_neighbors
+        Fanouts per layer (``[15, 10, 5]``), or a dict per edge type / relation name.
+    batch_size, shuffle, drop_last
+        As in PyTorch's ``DataLoader``; the order of each epoch comes from ``(seed, epoch)``.
+    seed
+        Seed of the shuffling and of the sampler's draws (``(seed, epoch, batch)``).
+    output
+        ``"raw"`` (:class:`~loaders.sampler.MiniBatch`), ``"pyg"`` (``Data``/``HeteroData``)
+        or ``"dgl"`` (``(input_nodes, output_nodes, blocks)``, needs DGL).
+    device
+        Where features, labels and edges go; default ``"cuda"`` when available, else ``"cpu"``.
+    prefetch
+        Batches each stage may hold ahead of the training loop.
+    num_threads
+        numba threads for sampling and gathering (default: numba's setting).
+    replace
+        Sample neighbours with replacement.
+    feature
+        Name of the feature to gather per node type (types without it get none).
+    labels
+        Attach the seeds' labels (store value ``label`` of the seed type) when present.
+
+    Examples
+    --------
+    >>> loader = NeighborLoader(store, ("paper", "train"), [15, 10, 5], batch_size=1024,
+    ...                         shuffle=True, output="pyg", device="cuda")
+    >>> for batch in loader:
+    ...     out = model(batch.x_dict, batch.edge_index_dict)
+    """
+
+    def __init__(self, store, input_nodes, num_neighbors, *, batch_size: int = 1024,
+                 shuffle: bool = False, drop_last: bool = False, seed: int = 0,
+                 output: str = "raw", device=None, prefetch: int = 2,
+                 num_threads: int | None = None, replace: bool = False, feature: str = "feat",
+                 labels: bool = True):
+        if output not in OUTPUTS:
+            raise ValueError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
+        if batch_size < 1 or prefetch < 1:
+            raise ValueError(f"Expected batch_size >= 1 and prefetch >= 1. "
+                             f"Got {batch_size} and {prefetch} instead.")
+        self.store = store
+        self.seed_type, self.input_nodes = resolve_input_nodes(store, input_nodes)
+        self.sampler = NeighborSampler(store, num_neighbors, replace=replace,
+                                       num_threads=num_threads)
+        self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last
+        self.seed, self.output, self.prefetch = int(seed), output, int(prefetch)
+        self.num_threads = num_threads
+        self.device = torch.device(device if device is not None else
+                                   ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.pin = self.device.type == "cuda"
+        self.features = {t: store.features(t, feature) for t in store.node_types
+                         if feature in store.feature_names(t)}
+        self._labels = (store.labels(self.seed_type)
+                        if labels and "label" in store.value_names(self.seed_type) else None)
+        self._pools = {t: BufferPool(_torch_dtype(f.dtype), f.shape[1:], pin=self.pin)
+                       for t, f in self.features.items()}
+        self._convert = self._converter(output)
+        self.epoch = 0
+
+    # -- public --------------------------------------------------------------------------
+    def __len__(self) -> int:
+        n, b = self.input_nodes.shape[0], self.batch_size
+        return n // b if self.drop_last else -(-n // b)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration epoch ``epoch`` (its order and draws)."""
+        self.epoch = int(epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self.epoch
+        self.epoch += 1
+        return _Pipeline(self, epoch).run()
+
+    def batch_order(self, epoch: int) -> list[np.ndarray]:
+        """Positions in ``input_nodes`` of each batch of ``epoch``."""
+        n = self.input_nodes.shape[0]
+        pos = (np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle
+               else np.arange(n))
+        return [pos[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size,
+                                                              self.batch_size)]
+
+    # -- stages --------------------------------------------------------------------------
+    def _sample(self, epoch: int, k: int, pos: np.ndarray) -> SampledSubgraph:
+        return self.sampler.sample(self.input_nodes[pos], self.seed_type, seed=self.seed,
+                                   epoch=epoch, batch=k, input_id=pos)
+
+    def _gather(self, sub: SampledSubgraph) -> MiniBatch:
+        x = {}
+        for t, f in self.features.items():
+            ids = sub.node[t]
+            buf = self._pools[t].take(ids.shape[0])
+            if ids.shape[0]:
+                f.gather(ids, out=buf)
+            x[t] = buf
+        y = None
+        if self._labels is not None:
+            y = torch.from_numpy(np.asarray(self._labels[sub.seeds], dtype=np.int64))
+            if self.pin:
+                y = y.pin_memory()
+        return MiniBatch(sub, x, y, torch.device("cpu"))
+
+    def _to_device(self, mb: MiniBatch, stream) -> MiniBatch:
+        with torch.cuda.device(self.device):
+            x = {t: torch.empty(v.shape, dtype=v.dtype, device=self.device) for t, v in mb.x.items()}
+            y = None if mb.y is None else torch.empty(mb.y.shape, dtype=mb.y.dtype,
+                                                      device=self.device)
+            with torch.cuda.stream(stream):
+                for t, v in mb.x.items():
+                    x[t].copy_(v, non_blocking=True)
+                if y is not None:
+                    y.copy_(mb.y, non_blocking=True)
+                done = torch.cuda.Event()
+                done.record(stream)
+            done.synchronize()  # the pinned buffers may be reused from here on
+        return MiniBatch(mb.subgraph, x, y, self.device)
+
+    def _converter(self, output: str) -> Callable[[MiniBatch], Any]:
+        if output == "raw":
+            return lambda mb: mb
+        if output == "pyg":
+            from .pyg import to_pyg
+            return to_pyg
+        try:
+            from .dgl import to_dgl
+        except ImportError as e:
+            raise ImportError("output='dgl' needs DGL (dgl 2.1.0 with torch <= 2.2.1): "
+                              "see the README's DGL section for its environment.") from e
+        return to_dgl
+
+
+class _Pipeline:
+    """One epoch: the stage threads, their queues, and their shutdown."""
+
+    def __init__(self, loader: NeighborLoader, epoch: int):
+        self.loader, self.epoch = loader, epoch
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.cuda = loader.device.type == "cuda"
+
+    # a put that gives up when the pipeline stops
+    def _put(self, q: queue.Queue, item) -> bool:
+        while not self.stop.is_set():
+            try:
+                q.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _get(self, q: queue.Queue):
+        while not self.stop.is_set():
+            try:
+                return q.get(timeout=_POLL_S)
+            except queue.Empty:
+                continue
+        return _DONE
+
+    def _stage(self, name: str, inq, outq, fn):
+        def body():
+            if self.loader.num_threads:
+                numba.set_num_threads(min(self.loader.num_threads, numba.config.NUMBA_NUM_THREADS))
+            try:
+                if inq is None:
+                    for item in fn():
+                        if not self._put(outq, item):
+                            return
+                    self._put(outq, _DONE)
+                    return
+                while True:
+                    item = self._get(inq)
+                    if item is _DONE or isinstance(item, _Failure):
+                        self._put(outq, item)
+                        return
+                    if not self._put(outq, fn(item)):
+                        return
+            except BaseException as e:  # noqa: BLE001 - carried to the training loop
+                self._put(outq, _Failure(e, name))
+
+        t = threading.Thread(target=body, name=f"loader-{name}", daemon=True)
+        self.threads.append(t)
+        return t
+
+    def run(self) -> Iterator[Any]:
+        ld = self.loader
+        order = ld.batch_order(self.epoch)
+        q_sample = queue.Queue(ld.prefetch)
+        q_gather = queue.Queue(1 if self.cuda else ld.prefetch)
+        q_out = queue.Queue(ld.prefetch)
+
+        def sample_all():
+            for k, pos in enumerate(order):
+                yield ld._sample(self.epoch, k, pos)
+
+        self._stage("sample", None, q_sample, sample_all)
+        if self.cuda:
+            stream = torch.cuda.Stream(ld.device)
+            self._stage("gather", q_sample, q_gather, ld._gather)
+            self._stage("copy", q_gather, q_out,
+                        lambda mb: ld._convert(ld._to_device(mb, stream)))
+        else:
+            self._stage("gather", q_sample, q_out, lambda sub: ld._convert(ld._gather(sub)))
+        try:
+            for t in self.threads:
+                t.start()
+            while True:
+                item = self._get(q_out)
+                if item is _DONE:
+                    return
+                if isinstance(item, _Failure):
+                    log.debug("loader stage %s failed", item.stage)
+                    raise item.exc
+                yield item
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            if t.is_alive() and t is not threading.current_thread():
+                t.join()

@@ -1,0 +1,225 @@
+"""PyG side: batches as ``Data``/``HeteroData``, and the store and sampler behind PyG's own
+``FeatureStore``, ``GraphStore`` and ``BaseSampler`` interfaces.
+
+* :func:`to_pyg` converts a :class:`~loaders.sampler.MiniBatch` into what PyG's
+  ``NeighborLoader`` yields (``x``, ``y``, ``edge_index``, ``n_id``, ``e_id``, ``batch_size``,
+  ``input_id``, ``num_sampled_nodes``, ``num_sampled_edges``), so ``trim_to_layer`` works.
+  ``y`` holds the labels of the ``batch_size`` seeds only (PyG's holds every sampled node's;
+  ``y[:batch_size]`` is the same in both).
+* :func:`remote_backend` returns ``(feature_store, graph_store)`` over a store, and
+  :class:`NeighborSampler` is a PyG ``BaseSampler``, so
+  ``torch_geometric.loader.NodeLoader((fs, gs), node_sampler=NeighborSampler(store, ...),
+  input_nodes=...)`` runs on the store with our sampler.
+
+Only this module imports torch_geometric (DESIGN.md: layers).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torch_geometric.data import Data, EdgeAttr, FeatureStore, GraphStore, HeteroData, TensorAttr
+from torch_geometric.sampler import (BaseSampler, HeteroSamplerOutput, NodeSamplerInput,
+                                     SamplerOutput)
+
+from .sampler import MiniBatch, NeighborSampler as _CoreSampler, SampledSubgraph
+
+__all__ = ["to_pyg", "remote_backend", "StoreFeatureStore", "StoreGraphStore", "NeighborSampler"]
+
+
+def _t(a: np.ndarray, device=None) -> torch.Tensor:
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    return t if device is None else t.to(device)
+
+
+def _edge_index(sub: SampledSubgraph, et, device) -> torch.Tensor:
+    return _t(np.stack([sub.row[et], sub.col[et]]), device)
+
+
+def is_homogeneous(sub: SampledSubgraph) -> bool:
+    return len(sub.node) == 1 and len(sub.row) == 1
+
+
+def to_pyg(mb: MiniBatch) -> Data | HeteroData:
+    """A PyG ``Data`` (one node and edge type) or ``HeteroData`` from a mini-batch."""
+    sub, dev = mb.subgraph, mb.device
+    if is_homogeneous(sub):
+        (t,), (et,) = sub.node.keys(), sub.row.keys()
+        d = Data(edge_index=_edge_index(sub, et, dev), n_id=_t(sub.node[t], dev),
+                 e_id=_t(sub.edge[et], dev), input_id=_t(sub.input_id, dev),
+                 batch_size=sub.batch_size, num_sampled_nodes=list(sub.num_sampled_nodes[t]),
+                 num_sampled_edges=list(sub.num_sampled_edges[et]))
+        d.num_nodes = int(sub.node[t].shape[0])
+        if t in mb.x:
+            d.x = mb.x[t]
+        if mb.y is not None:
+            d.y = mb.y
+        return d
+    h = HeteroData()
+    for t, ids in sub.node.items():
+        h[t].n_id = _t(ids, dev)
+        h[t].num_nodes = int(ids.shape[0])
+        h[t].num_sampled_nodes = list(sub.num_sampled_nodes[t])
+        if t in mb.x:
+            h[t].x = mb.x[t]
+    for et in sub.row:
+        key = tuple(et)
+        h[key].edge_index = _edge_index(sub, et, dev)
+        h[key].e_id = _t(sub.edge[et], dev)
+        h[key].num_sampled_edges = list(sub.num_sampled_edges[et])
+    s = h[sub.seed_type]
+    s.batch_size = sub.batch_size
+    s.input_id = _t(sub.input_id, dev)
+    if mb.y is not None:
+        s.y = mb.y
+    return h
+
+
+# -- PyG's remote backend interfaces -------------------------------------------------------
+class StoreFeatureStore(FeatureStore):
+    """PyG ``FeatureStore`` over a store (read-only).
+
+    Attribute names: ``x`` is the store feature ``feature`` (default ``feat``), ``y`` the
+    labels; any other name is a store feature, then a per-node value array, of that name.
+    """
+
+    read_only = True
+
+    def __init__(self, store, feature: str = "feat"):
+        super().__init__()
+        self.store, self.feature = store, feature
+
+    def _array(self, group: str, name: str):
+        s = self.store
+        if name == "x":
+            name = self.feature
+        elif name == "y":
+            return None, s.labels(group)
+        if name in s.feature_names(group):
+            return s.features(group, name), None
+        return None, s.values(group, name)
+
+    def _get_tensor(self, attr: TensorAttr) -> Optional[torch.Tensor]:
+        feat, vec = self._array(attr.group_name, attr.attr_name)
+        idx = attr.index
+        if isinstance(idx, torch.Tensor):
+            idx = idx.numpy()
+        if idx is None or isinstance(idx, slice):
+            whole = feat.numpy() if feat is not None else vec
+            return torch.from_numpy(np.array(whole[idx if idx is not None else slice(None)]))
+        if feat is not None:
+            return torch.from_numpy(feat.gather(np.asarray(idx)))
+        return torch.from_numpy(np.asarray(vec[np.asarray(idx)]))
+
+    def _get_tensor_size(self, attr: TensorAttr):
+        feat, vec = self._array(attr.group_name, attr.attr_name)
+        return tuple(feat.shape) if feat is not None else tuple(vec.shape)
+
+    def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        s, out = self.store, []
+        for t in s.node_types:
+            if self.feature in s.feature_names(t):
+                out.append(TensorAttr(t, "x"))
+            if "label" in s.value_names(t):
+                out.append(TensorAttr(t, "y"))
+        return out
+
+    def _put_tensor(self, tensor, attr) -> bool:
+        raise PermissionError(f"The store {self.store.url} is read-only: write features with "
+                              "featurestore.create_store instead.")
+
+    def _remove_tensor(self, attr) -> bool:
+        raise PermissionError(f"The store {self.store.url} is read-only.")
+
+
+class StoreGraphStore(GraphStore):
+    """PyG ``GraphStore`` over a store's CSC topology (read-only)."""
+
+    read_only = True
+
+    def __init__(self, store):
+        super().__init__()
+        self.store = store
+
+    def _attrs(self):
+        s = self.store
+        return {tuple(et): EdgeAttr(tuple(et), "csc", is_sorted=False,
+                                    size=(s.num_nodes(et.src), s.num_nodes(et.dst)))
+                for et in s.edge_types}
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        return list(self._attrs().values())
+
+    def _get_edge_index(self, edge_attr: EdgeAttr):
+        if str(edge_attr.layout.value if hasattr(edge_attr.layout, "value")
+               else edge_attr.layout) != "csc":
+            return None  # PyG converts from the CSC layout it finds in get_all_edge_attrs
+        indptr, indices = self.store.csc(edge_attr.edge_type)
+        return (torch.from_numpy(np.asarray(indices, dtype=np.int64)),
+                torch.from_numpy(np.array(indptr, dtype=np.int64)))
+
+    def _put_edge_index(self, edge_index, edge_attr) -> bool:
+        raise PermissionError(f"The store {self.store.url} is read-only.")
+
+    def _remove_edge_index(self, edge_attr) -> bool:
+        raise PermissionError(f"The store {self.store.url} is read-only.")
+
+
+def remote_backend(store, feature: str = "feat") -> tuple[StoreFeatureStore, StoreGraphStore]:
+    """``(feature_store, graph_store)`` for PyG loaders that take a remote backend."""
+    return StoreFeatureStore(store, feature), StoreGraphStore(store)
+
+
+class NeighborSampler(BaseSampler):
+    """Our numba sampler as a PyG ``BaseSampler`` (node-level tasks).
+
+    Randomness comes from ``(seed, epoch, n)`` where ``n`` counts the calls since
+    :meth:`set_epoch`: reproducible when PyG calls it from one process in order.
+    """
+
+    def __init__(self, store, num_neighbors, *, replace: bool = False, seed: int = 0,
+                 num_threads: int | None = None):
+        self.core = _CoreSampler(store, num_neighbors, replace=replace, num_threads=num_threads)
+        self.seed, self.epoch = seed, 0
+        self._calls = itertools.count()
+        self._lock = threading.Lock()
+        g = self.core.graph
+        self.homogeneous = len(g.node_types) == 1 and len(g.edge_types) == 1
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch, self._calls = int(epoch), itertools.count()
+
+    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput | HeteroSamplerOutput:
+        with self._lock:
+            k = next(self._calls)
+        seed_type = index.input_type or self.core.graph.node_types[0]
+        sub = self.core.sample(index.node.numpy(), seed_type, seed=self.seed, epoch=self.epoch,
+                               batch=k)
+        meta = (index.input_id, index.time)
+        if self.homogeneous:
+            (t,), (et,) = sub.node.keys(), sub.row.keys()
+            return SamplerOutput(node=_t(sub.node[t]), row=_t(sub.row[et]), col=_t(sub.col[et]),
+                                 edge=_t(sub.edge[et]), batch=None,
+                                 num_sampled_nodes=sub.num_sampled_nodes[t],
+                                 num_sampled_edges=sub.num_sampled_edges[et], metadata=meta)
+        key = tuple
+        return HeteroSamplerOutput(
+            node={t: _t(v) for t, v in sub.node.items()},
+            row={key(et): _t(v) for et, v in sub.row.items()},
+            col={key(et): _t(v) for et, v in sub.col.items()},
+            edge={key(et): _t(v) for et, v in sub.edge.items()}, batch=None,
+            num_sampled_nodes=dict(sub.num_sampled_nodes),
+            num_sampled_edges={key(et): v for et, v in sub.num_sampled_edges.items()},
+            metadata=meta)
+
+    def sample_from_edges(self, index, neg_sampling=None) -> Any:
+        raise NotImplementedError("loaders.pyg.NeighborSampler samples around nodes only; "
+                                  "link-level sampling is not supported yet.")
+
+    @property
+    def edge_permutation(self):
+        return None
