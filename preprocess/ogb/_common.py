@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from typing import Iterable
 
 import numpy as np
@@ -68,28 +66,7 @@ def check_ids(ids, n: int, name: str, what: str) -> np.ndarray:
     return arr
 
 
-def check_shape(arr_shape, want, name: str, what: str) -> None:
-    if tuple(arr_shape) != tuple(want):
-        raise RawDataError(f"Expected {what} of shape {tuple(want)} in {name}. "
-                           f"Got {tuple(arr_shape)} instead.")
-
-
-class Scratch:
-    """A scratch directory for intermediate files, removed on close."""
-
-    def __init__(self, tmpdir: str | None, prefix: str):
-        if tmpdir is not None:
-            os.makedirs(tmpdir, exist_ok=True)
-        self.path = tempfile.mkdtemp(prefix=prefix, dir=tmpdir)
-
-    def file(self, name: str) -> str:
-        return os.path.join(self.path, name)
-
-    def close(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-
-    def __enter__(self) -> "Scratch":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+def scratch_file(job, name: str) -> str:
+    """A path in the job's scratch directory (inside the store; removed when it commits)."""
+    os.makedirs(job.tmpdir, exist_ok=True)
+    return os.path.join(job.tmpdir, name)

@@ -27,8 +27,9 @@ import featurestore as fs
 from preprocess.csc import build_csc, reverse_etype
 from preprocess.edges import from_npy, load_npy
 
-from ._common import Scratch, check_ids, check_shape, labels_to_int
-from ._steps import StepRunner
+from preprocess.job import Job
+
+from ._common import check_ids, labels_to_int, scratch_file
 from .derive import mean_blocks
 from .errors import RawDataError
 from .layout import MAG240M_RELATIONS, MagPaths
@@ -114,8 +115,8 @@ def _check_layout(paths: MagPaths, meta: dict) -> dict[str, Any]:
 
 
 def preprocess_mag240m(root, store, *, derive_features: str | None = None,
-                       budget_bytes: int = 1 << 30, tmpdir: str | None = None,
-                       force: bool = False, progress: bool = True) -> dict[str, Any]:
+                       budget_bytes: int = 1 << 30, force: bool = False, dry_run: bool = False,
+                       progress: bool = True) -> Job:
     """Turn ``ROOT/mag240m_kddcup2021`` into a store at ``store``.
 
     Parameters
@@ -124,22 +125,23 @@ def preprocess_mag240m(root, store, *, derive_features: str | None = None,
         The directory holding ``mag240m_kddcup2021/`` as the official zip unpacks (or that
         folder itself).
     store
-        Where to write the store (local path). An incomplete store left by an interrupted
-        run with the same inputs and options is resumed.
+        Where to write the store (local path). An interrupted run is resumed at the step it
+        was in when rerun with the same inputs and options.
     derive_features
         ``None`` or ``"mean"`` (author = mean of their papers, institution = mean of their
         authors; fp32 sums, stored fp16).
     budget_bytes
         Anonymous memory each step may hold (edge conversion, derived features).
-    tmpdir
-        Scratch space (the store's parent directory by default).
     force
         Start over even if a store (complete or not) is there.
+    dry_run
+        Check the inputs and print the plan; write nothing.
 
     Returns
     -------
-    dict
-        Per-step statistics (seconds, edges, bytes) and the totals.
+    preprocess.job.Job
+        The finished job: ``job.summary()`` is a table of the steps (seconds, edges/s, peak
+        memory), ``job.steps`` their statistics.
     """
     if derive_features not in (None, "mean"):
         raise ValueError(f"Expected derive_features None or 'mean'. Got {derive_features!r}.")
@@ -151,62 +153,67 @@ def preprocess_mag240m(root, store, *, derive_features: str | None = None,
                                                ("node_feat", "node_label", "node_year")]
     inputs += list(arrays["edges"].values())
     opts = dict(derive_features=derive_features, coalesce=True, to_undirected=True)
-    run = StepRunner(store, job="ogb.mag240m", inputs=inputs, options=opts, force=force)
-    w = run.writer
-    scratch = Scratch(tmpdir or os.path.dirname(os.path.abspath(os.fspath(store))),
-                      ".mag240m-scratch-")
-    csc_kw = dict(budget_bytes=budget_bytes, tmpdir=scratch.path, progress=progress)
+    job = Job(store, "mag240m", inputs, opts, force=force, dry_run=dry_run,
+              budget_bytes=budget_bytes, progress=progress)
     feat = arrays["feat"]
-    try:
-        def nodes():
-            for nt in ("paper", "author", "institution"):
-                w.add_node_type(nt, meta[nt])
-            return dict(meta)
+    csc_kw = dict(budget_bytes=budget_bytes, progress=progress)
 
-        def paper_features():
-            w.add_features("paper", "feat", feat)
-            return dict(rows=feat.shape[0], bytes=int(feat.nbytes))
+    def nodes():
+        for nt in ("paper", "author", "institution"):
+            job.writer.add_node_type(nt, meta[nt])
+        return dict(meta)
 
-        def paper_values():
-            lab = labels_to_int(_flat_blocks(arrays["label"]), meta["paper"],
-                                scratch.file("label.npy"), name=paths.paper("node_label"),
-                                num_classes=meta["num_classes"])
-            w.add_labels("paper", lab)
-            w.add_values("paper", "year", arrays["year"])
-            return dict(labelled=int(np.count_nonzero(np.asarray(lab) >= 0)))
+    def paper_features():
+        job.writer.add_features("paper", "feat", feat)
+        return dict(rows=feat.shape[0], bytes=int(feat.nbytes))
 
-        def write_splits():
-            for name, ids in splits.items():
-                w.add_split(name, "paper", ids)
-            return {k: int(v.shape[0]) for k, v in splits.items()}
+    def paper_values():
+        lab = labels_to_int(_flat_blocks(arrays["label"]), meta["paper"],
+                            scratch_file(job, "label.npy"), name=paths.paper("node_label"),
+                            num_classes=meta["num_classes"])
+        job.writer.add_labels("paper", lab)
+        job.writer.add_values("paper", "year", arrays["year"])
+        return dict(labelled=int(np.count_nonzero(np.asarray(lab) >= 0)))
 
-        run.run("nodes", nodes)
-        run.run("paper-features", paper_features)
-        run.run("paper-labels-years", paper_values)
-        run.run("splits", write_splits)
-        for (s, r, d), p in arrays["edges"].items():
-            src = from_npy(p)
-            if s == d:
-                run.run(f"edges:{s}__{r}__{d}", lambda s=s, r=r, d=d, src=src: build_csc(
-                    w, (s, r, d), src, num_src=meta[s], num_dst=meta[d], coalesce=True,
-                    symmetrize=True, **csc_kw))
-            else:
-                run.run(f"edges:{s}__{r}__{d}", lambda s=s, r=r, d=d, src=src: build_csc(
-                    w, (s, r, d), src, num_src=meta[s], num_dst=meta[d], coalesce=True, **csc_kw))
-                rev = reverse_etype((s, r, d))
-                run.run(f"edges:{rev.key()}", lambda rev=rev, s=s, d=d, src=src: build_csc(
-                    w, rev, src.reversed(), num_src=meta[d], num_dst=meta[s], coalesce=True,
-                    **csc_kw))
-        if derive_features == "mean":
-            run.run("derive:author-feat", lambda: _derive(
-                w, ("paper", "rev_writes", "author"), "paper", "author", budget_bytes, progress))
-            run.run("derive:institution-feat", lambda: _derive(
-                w, ("author", "affiliated_with", "institution"), "author", "institution",
-                budget_bytes, progress))
-        run.commit()
-    finally:
-        scratch.close()
-    return run.timings
+    def write_splits():
+        for name, ids in splits.items():
+            job.writer.add_split(name, "paper", ids)
+        return {k: int(v.shape[0]) for k, v in splits.items()}
+
+    def csc(etype, src, n_src, n_dst, **kw):
+        return lambda: build_csc(job.writer, etype, src, num_src=n_src, num_dst=n_dst,
+                                 coalesce=True, tmpdir=job.tmpdir, **kw, **csc_kw)
+
+    job.run_step("nodes", nodes, plan={k: meta[k] for k in ("paper", "author", "institution")})
+    job.run_step("features:paper", paper_features,
+                 plan={"rows": feat.shape[0], "disk_bytes": int(feat.nbytes)})
+    job.run_step("labels-years:paper", paper_values, plan={"rows": meta["paper"]})
+    job.run_step("splits", write_splits, plan={k: int(v.shape[0]) for k, v in splits.items()})
+    for (s, r, d), p in arrays["edges"].items():
+        src = from_npy(p)
+        e = int(src.num_edges)
+        idx = 4 if max(meta[s], meta[d]) < 2**31 - 1 else 8
+        if s == d:
+            job.run_step(f"csc:{s}__{r}__{d}", csc((s, r, d), src, meta[s], meta[d],
+                                                    symmetrize=True),
+                         plan={"edges": 2 * e, "disk_bytes": 2 * e * idx * 2})
+        else:
+            job.run_step(f"csc:{s}__{r}__{d}", csc((s, r, d), src, meta[s], meta[d]),
+                         plan={"edges": e, "disk_bytes": e * idx * 2})
+            rev = reverse_etype((s, r, d))
+            job.run_step(f"csc:{rev.key()}", csc(rev, src.reversed(), meta[d], meta[s]),
+                         plan={"edges": e, "disk_bytes": e * idx * 2})
+    if derive_features == "mean":
+        dim = feat.shape[1]
+        job.run_step("derive:author-feat", lambda: _derive(
+            job.writer, ("paper", "rev_writes", "author"), "paper", "author", budget_bytes,
+            progress), plan={"rows": meta["author"], "disk_bytes": meta["author"] * dim * 2})
+        job.run_step("derive:institution-feat", lambda: _derive(
+            job.writer, ("author", "affiliated_with", "institution"), "author", "institution",
+            budget_bytes, progress),
+            plan={"rows": meta["institution"], "disk_bytes": meta["institution"] * dim * 2})
+    job.commit()
+    return job
 
 
 def _flat_blocks(arr: np.ndarray, block: int = 1 << 22):

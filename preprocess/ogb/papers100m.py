@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
 import numpy as np
 
 from preprocess.csc import build_csc
 from preprocess.edges import from_arrays
 
-from ._common import Scratch, check_ids, labels_to_int
-from ._steps import StepRunner
+from preprocess.job import Job
+
+from ._common import check_ids, labels_to_int, scratch_file
 from .errors import RawDataError, RawFileNotFoundError
 from .layout import PAPERS100M_SPLITS, PapersPaths
 from .npz import NpzArchive
@@ -67,8 +67,8 @@ def _scalar(arc: NpzArchive, name: str) -> int:
 
 
 def preprocess_papers100m(root, store, *, directed: bool = False, budget_bytes: int = 1 << 30,
-                          tmpdir: str | None = None, force: bool = False,
-                          progress: bool = True) -> dict[str, Any]:
+                          force: bool = False, dry_run: bool = False,
+                          progress: bool = True) -> Job:
     """Turn ``ROOT/ogbn_papers100M`` into a store at ``store``.
 
     Parameters
@@ -81,10 +81,15 @@ def preprocess_papers100m(root, store, *, directed: bool = False, budget_bytes: 
         Keep citations directed instead of symmetrising them.
     budget_bytes
         Anonymous memory the edge conversion may hold.
-    tmpdir
-        Scratch space (deflated members are expanded there); the store's parent by default.
     force
         Start over even if a store is there.
+    dry_run
+        Check the inputs and print the plan; write nothing.
+
+    Returns
+    -------
+    preprocess.job.Job
+        The finished job (``job.summary()``: the steps' seconds, edges/s, peak memory).
     """
     paths = PapersPaths.under(root)
     data = NpzArchive(paths.data)
@@ -107,54 +112,54 @@ def preprocess_papers100m(root, store, *, directed: bool = False, budget_bytes: 
         raise RawDataError(f"Expected integer node_year in {paths.data}. Got {ny.dtype}.")
     splits = {k: read_split_csv(paths.split(k), n) for k in PAPERS100M_SPLITS}
     inputs = [paths.data, paths.node_label] + [paths.split(k) for k in PAPERS100M_SPLITS]
-    run = StepRunner(store, job="ogb.papers100m", inputs=inputs,
-                     options=dict(directed=directed, coalesce=True), force=force)
-    w = run.writer
-    scratch = Scratch(tmpdir or os.path.dirname(os.path.abspath(os.fspath(store))),
-                      ".papers100m-scratch-")
-    try:
-        def nodes():
-            w.add_node_type("paper", n)
-            return dict(nodes=n, edges=e)
+    job = Job(store, "papers100m", inputs, dict(directed=directed, coalesce=True),
+              force=force, dry_run=dry_run, budget_bytes=budget_bytes, progress=progress)
 
-        def features():
-            dim = nf.shape[1]
-            if nf.compressed:
-                rows = max(1, FEAT_BLOCK_BYTES // (dim * nf.dtype.itemsize))
-                w.add_features("paper", "feat", nf.iter_rows(rows), dtype=nf.dtype,
-                               row_shape=(dim,))
-            else:
-                w.add_features("paper", "feat", nf.memmap())
-            return dict(rows=n, bytes=nf.nbytes, compressed=nf.compressed)
+    def nodes():
+        job.writer.add_node_type("paper", n)
+        return dict(nodes=n, edges=e)
 
-        def values():
-            lab = labels_to_int(nl.iter_flat(), n, scratch.file("label.npy"),
-                                name=f"{paths.node_label}:node_label")
-            w.add_labels("paper", lab)
-            year = (ny.memmap().reshape(-1) if not ny.compressed
-                    else ny.to_npy(scratch.file("year.npy")).reshape(-1))
-            w.add_values("paper", "year", year)
-            return dict(labelled=int(np.count_nonzero(np.asarray(lab) >= 0)))
+    def features():
+        dim = nf.shape[1]
+        if nf.compressed:
+            rows = max(1, FEAT_BLOCK_BYTES // (dim * nf.dtype.itemsize))
+            job.writer.add_features("paper", "feat", nf.iter_rows(rows), dtype=nf.dtype,
+                                    row_shape=(dim,))
+        else:
+            job.writer.add_features("paper", "feat", nf.memmap())
+        return dict(rows=n, bytes=nf.nbytes, compressed=nf.compressed)
 
-        def write_splits():
-            for k, ids in splits.items():
-                w.add_split(k, "paper", ids)
-            return {k: int(v.shape[0]) for k, v in splits.items()}
+    def values():
+        lab = labels_to_int(nl.iter_flat(), n, scratch_file(job, "label.npy"),
+                            name=f"{paths.node_label}:node_label")
+        job.writer.add_labels("paper", lab)
+        year = (ny.memmap().reshape(-1) if not ny.compressed
+                else ny.to_npy(scratch_file(job, "year.npy")).reshape(-1))
+        job.writer.add_values("paper", "year", year)
+        return dict(labelled=int(np.count_nonzero(np.asarray(lab) >= 0)))
 
-        def edges():
-            arr = ei.memmap() if not ei.compressed else ei.to_npy(scratch.file("edge_index.npy"))
-            src = from_arrays(arr[0], arr[1], name=f"{paths.data}:edge_index")
-            return build_csc(w, ("paper", "cites", "paper"), src, num_src=n, num_dst=n,
-                             coalesce=True, symmetrize=not directed, budget_bytes=budget_bytes,
-                             tmpdir=scratch.path, progress=progress)
+    def write_splits():
+        for k, ids in splits.items():
+            job.writer.add_split(k, "paper", ids)
+        return {k: int(v.shape[0]) for k, v in splits.items()}
 
-        run.run("nodes", nodes)
-        run.run("paper-features", features)
-        run.run("paper-labels-years", values)
-        run.run("splits", write_splits)
-        run.run("edges:paper__cites__paper", edges)
-        run.commit()
-    finally:
-        scratch.close()
-    return run.timings
+    def edges():
+        arr = (ei.memmap() if not ei.compressed
+               else ei.to_npy(scratch_file(job, "edge_index.npy")))
+        src = from_arrays(arr[0], arr[1], name=f"{paths.data}:edge_index")
+        return build_csc(job.writer, ("paper", "cites", "paper"), src, num_src=n, num_dst=n,
+                         coalesce=True, symmetrize=not directed, budget_bytes=budget_bytes,
+                         tmpdir=job.tmpdir, progress=progress)
 
+    idx = 4 if n < 2**31 - 1 else 8
+    job.run_step("nodes", nodes, plan={"nodes": n})
+    job.run_step("features:paper", features, plan={"rows": n, "disk_bytes": nf.nbytes,
+                                                   "compressed": nf.compressed})
+    job.run_step("labels-years:paper", values, plan={"rows": n})
+    job.run_step("splits", write_splits, plan={k: int(v.shape[0]) for k, v in splits.items()})
+    e_out = e if directed else 2 * e
+    job.run_step("csc:paper__cites__paper", edges,
+                 plan={"edges": e_out, "disk_bytes": e_out * idx * 2
+                       + (ei.nbytes if ei.compressed else 0)})
+    job.commit()
+    return job

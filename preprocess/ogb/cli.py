@@ -1,0 +1,46 @@
+"""``featurestore preprocess mag240m|papers100m ROOT STORE`` (added to ``preprocess``)."""
+
+from __future__ import annotations
+
+
+def register_preprocess(add_command) -> None:
+    p = add_command("mag240m", "MAG240M (OGB-LSC) in its official layout to a store",
+                    "Turn ROOT/mag240m_kddcup2021 (meta.pt, split_dict.pt, processed/) into a "
+                    "store: ToUndirected edge types, coalesced; fp16 paper features; labels "
+                    "(-1 = none or hidden); splits train, valid, test-dev, test-challenge.")
+    p.add_argument("root", metavar="ROOT", help="directory holding mag240m_kddcup2021/")
+    p.add_argument("store", metavar="STORE", help="where the store goes")
+    p.add_argument("--derive-features", choices=["mean"], default=None,
+                   help="author features = mean of their papers', institution = mean of their "
+                        "authors' (the OGB baseline's full_feat.npy), out of core")
+    p.set_defaults(func=_run_mag)
+
+    q = add_command("papers100m", "ogbn-papers100M in its binary layout to a store",
+                    "Turn ROOT/ogbn_papers100M (raw/data.npz, raw/node-label.npz, "
+                    "split/time/*.csv.gz) into a store; .npz members are read out of core.")
+    q.add_argument("root", metavar="ROOT", help="directory holding ogbn_papers100M/")
+    q.add_argument("store", metavar="STORE", help="where the store goes")
+    q.add_argument("--directed", action="store_true",
+                   help="keep citations directed (default: symmetrised, like ToUndirected)")
+    q.set_defaults(func=_run_papers)
+
+
+def _run_mag(args) -> int:
+    from preprocess.cli import job_kwargs
+
+    from .mag240m import preprocess_mag240m
+
+    kw = job_kwargs(args)
+    job = preprocess_mag240m(args.root, args.store, derive_features=args.derive_features, **kw)
+    print(job.plan_text() if args.dry_run else job.summary())
+    return 0
+
+
+def _run_papers(args) -> int:
+    from preprocess.cli import job_kwargs
+
+    from .papers100m import preprocess_papers100m
+
+    job = preprocess_papers100m(args.root, args.store, directed=args.directed, **job_kwargs(args))
+    print(job.plan_text() if args.dry_run else job.summary())
+    return 0
