@@ -1,0 +1,264 @@
+"""DGL peer benchmark: DGL's sampler, DataLoader and GraphBolt on the graph of one of our stores.
+
+Runs in the DGL environment (``.venv-dgl``, built by ``scripts/dgl-env.sh``: dgl 2.1.0 needs
+torch <= 2.2.1 and numpy 1.x), as a subprocess of the loader benchmark, and prints one JSON
+object on stdout (logs go to stderr)::
+
+    .venv-dgl/bin/python benchmarks/peers/dgl_peer.py STORE --fanouts 15,10,5 \\
+        --batch-size 1024 --seeds train --modes sampler,loader,graphbolt,graphbolt-mmap
+
+The graph is read from the store's CSC (``indptr``, ``indices``) and handed to DGL as is, so
+DGL's edge ids are positions in the store's CSC. Modes:
+
+``sampler``
+    ``dgl.dataloading.NeighborSampler(fanouts).sample(g, seeds)`` alone, batch after batch:
+    batches/s and sampled edges/s (the sum of the blocks' edges).
+``loader``
+    DGL's ``DataLoader`` with that sampler and the features and labels in RAM (``g.ndata``,
+    prefetched into the blocks): the whole loader as a training loop would consume it.
+``graphbolt``, ``graphbolt-mmap``
+    GraphBolt's ``ItemSampler -> sample_neighbor -> fetch_feature -> DataLoader`` with
+    ``TorchBasedFeature`` over the features in RAM, or over a memory map of the store's feature
+    file (GraphBolt's ``in_memory: false``; its ``DiskBasedFeature`` is not in 2.1.0), also
+    building the DGL blocks as training does.
+
+Fanout order: ``--fanouts`` is given per hop from the seeds, as our ``NeighborLoader`` and PyG
+take it (15 neighbours of each seed, then 10, then 5). DGL and GraphBolt list fanouts from the
+input layer instead, so they receive the reversed list (``[5, 10, 15]``) and sample the same
+neighbourhood sizes; ``--dgl-order`` passes the list unchanged (DGL's
+``NeighborSampler([15, 10, 5])`` samples 5 neighbours per seed). Note that DGL draws fresh
+neighbours for every node at every layer, while PyG-style sampling (ours) expands each node once,
+so DGL's blocks hold more edges for the same fanouts: compare sampled edges/s as well.
+
+Only homogeneous stores (one node type, one edge type) are supported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import resource
+import sys
+import time
+import warnings
+
+log = logging.getLogger("dgl_peer")
+
+MODES = ("sampler", "loader", "graphbolt", "graphbolt-mmap")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("store", help="path of a homogeneous feature store")
+    p.add_argument("--fanouts", default="15,10,5", help="per hop from the seeds (PyG's order)")
+    p.add_argument("--dgl-order", action="store_true",
+                   help="pass --fanouts to DGL unchanged (DGL lists fanouts from the input layer)")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--seeds", default="train",
+                   help="a split of the store, or frac:F for a random share F of the nodes")
+    p.add_argument("--seeds-npy", help="a .npy file of seed ids (overrides --seeds)")
+    p.add_argument("--feature", default="feat")
+    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated among {MODES}")
+    p.add_argument("--batches", type=int, default=50, help="timed batches per mode (at most)")
+    p.add_argument("--seconds", type=float, default=30.0, help="stop a mode after this long")
+    p.add_argument("--warmup", type=int, default=2, help="untimed batches first")
+    p.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument("--threads", type=int, default=None, help="torch/OpenMP threads")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args(argv)
+    args.fanouts = [int(f) for f in args.fanouts.split(",")]
+    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad = [m for m in args.modes if m not in MODES]
+    if bad:
+        p.error(f"unknown modes {bad}; expected among {MODES}")
+    return args
+
+
+def _rss_mib() -> float:
+    """Peak resident set size of this process so far, MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _seeds(store, ntype: str, args):
+    import numpy as np
+
+    if args.seeds_npy:
+        return np.load(args.seeds_npy).astype(np.int64)
+    if args.seeds.startswith("frac:"):
+        n = store.num_nodes(ntype)
+        rng = np.random.default_rng(args.seed)
+        return np.sort(rng.choice(n, int(float(args.seeds[5:]) * n), replace=False))
+    return np.asarray(store.split(args.seeds, ntype), dtype=np.int64)
+
+
+def _timed(name: str, batches, args, count_edges, seeds_per_batch) -> dict:
+    """Consume ``batches`` (an iterator); time ``args.batches`` of them after the warm-up."""
+    it = iter(batches)
+    for _ in range(args.warmup):
+        if next(it, None) is None:
+            break
+    n = edges = seeds = 0
+    t0 = time.perf_counter()
+    for item in it:
+        edges += count_edges(item)
+        seeds += seeds_per_batch(item)
+        n += 1
+        if n >= args.batches or time.perf_counter() - t0 > args.seconds:
+            break
+    dt = time.perf_counter() - t0
+    res = {"mode": name, "batches": n, "seconds": round(dt, 4),
+           "batches_per_s": n / dt if dt else None, "seeds_per_s": seeds / dt if dt else None,
+           "sampled_edges_per_batch": edges / n if n else None,
+           "sampled_edges_per_s": edges / dt if dt else None, "peak_rss_mib": round(_rss_mib(), 1)}
+    log.info("%s: %d batches in %.2f s: %.2f batches/s, %.3g sampled edges/s", name, n, dt,
+             res["batches_per_s"] or 0, res["sampled_edges_per_s"] or 0)
+    return res
+
+
+def _block_edges(blocks) -> int:
+    return int(sum(b.num_edges() for b in blocks))
+
+
+def _epochs(make_iter):
+    """Iterate over epochs without end (the timing loop stops it)."""
+    epoch = 0
+    while True:
+        yield from make_iter(epoch)
+        epoch += 1
+
+
+def run(args) -> dict:
+    import numpy as np
+    import torch
+
+    import dgl
+
+    import featurestore as fs
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    store = fs.open_store(args.store)
+    if len(store.node_types) != 1 or len(store.edge_types) != 1:
+        raise SystemExit(f"dgl_peer: expected a homogeneous store (one node type, one edge type) "
+                         f"at {args.store}. Got {store.node_types} / {store.edge_types}.")
+    ntype, etype = store.node_types[0], store.edge_types[0]
+    dgl_fanouts = list(args.fanouts) if args.dgl_order else list(reversed(args.fanouts))
+    seeds = torch.from_numpy(_seeds(store, ntype, args))
+    report = {
+        "peer": "dgl", "store": os.path.abspath(args.store),
+        "versions": {"dgl": dgl.__version__, "torch": torch.__version__, "numpy": np.__version__,
+                     "python": platform.python_version()},
+        "threads": torch.get_num_threads(), "num_workers": args.num_workers,
+        "fanouts_hop_order": args.fanouts, "dgl_fanouts": dgl_fanouts,
+        "batch_size": args.batch_size, "num_seeds": int(seeds.numel()),
+        "num_nodes": store.num_nodes(ntype), "num_edges": store.num_edges(etype),
+        "setup": {}, "results": [],
+    }
+    t = time.perf_counter()
+    indptr_np, indices_np = store.csc(etype)
+    indptr = torch.from_numpy(np.asarray(indptr_np, dtype=np.int64))
+    indices = torch.from_numpy(np.asarray(indices_np, dtype=np.int64))
+    n = store.num_nodes(ntype)
+    report["setup"]["read_csc_s"] = round(time.perf_counter() - t, 3)
+    report["setup"]["peak_rss_mib_after_csc"] = round(_rss_mib(), 1)
+    feats = store.features(ntype, args.feature)
+    report["feature"] = {"name": args.feature, "dtype": str(feats.dtype), "shape": list(feats.shape)}
+    bs = args.batch_size
+    need_dgl_graph = any(m in ("sampler", "loader") for m in args.modes)
+    g = None
+    if need_dgl_graph:
+        t = time.perf_counter()
+        g = dgl.graph(("csc", (indptr, indices, torch.empty(0, dtype=torch.int64))), num_nodes=n)
+        report["setup"]["dgl_graph_s"] = round(time.perf_counter() - t, 3)
+
+    for mode in args.modes:
+        try:
+            if mode == "sampler":
+                sampler = dgl.dataloading.NeighborSampler(dgl_fanouts)
+                gen = torch.Generator().manual_seed(args.seed)
+
+                def batches(epoch, sampler=sampler, gen=gen):
+                    perm = seeds[torch.randperm(seeds.numel(), generator=gen)]
+                    for lo in range(0, perm.numel(), bs):
+                        yield sampler.sample(g, perm[lo:lo + bs])
+
+                res = _timed(mode, _epochs(batches), args, lambda b: _block_edges(b[2]),
+                             lambda b: b[1].numel())
+            elif mode == "loader":
+                t = time.perf_counter()
+                g.ndata["feat"] = torch.from_numpy(np.array(feats.numpy()))  # into RAM
+                g.ndata["label"] = torch.from_numpy(np.asarray(store.labels(ntype), dtype=np.int64))
+                report["setup"]["loader_features_to_ram_s"] = round(time.perf_counter() - t, 3)
+                sampler = dgl.dataloading.NeighborSampler(
+                    dgl_fanouts, prefetch_node_feats=["feat"], prefetch_labels=["label"])
+                dl = dgl.dataloading.DataLoader(g, seeds, sampler, batch_size=bs, shuffle=True,
+                                                drop_last=False, num_workers=args.num_workers,
+                                                persistent_workers=args.num_workers > 0)
+
+                def touch(b):  # what a training step reads
+                    _ = b[2][0].srcdata["feat"], b[2][-1].dstdata["label"]
+                    return _block_edges(b[2])
+
+                res = _timed(mode, _epochs(lambda e: iter(dl)), args, touch, lambda b: b[1].numel())
+                del dl
+                g.ndata.pop("feat")
+            else:
+                res = _graphbolt(mode, args, store, ntype, feats, indptr, indices, seeds,
+                                 dgl_fanouts, report)
+        except Exception as e:  # one failing mode must not hide the others
+            log.exception("mode %s failed", mode)
+            res = {"mode": mode, "error": f"{type(e).__name__}: {e}"}
+        report["results"].append(res)
+    store.close()
+    return report
+
+
+def _graphbolt(mode, args, store, ntype, feats, indptr, indices, seeds, dgl_fanouts, report):
+    import numpy as np
+    import torch
+
+    import dgl.graphbolt as gb
+
+    t = time.perf_counter()
+    graph = gb.fused_csc_sampling_graph(indptr, indices)
+    if mode == "graphbolt":
+        x = torch.from_numpy(np.array(feats.numpy()))
+    else:  # the store's feature file, memory-mapped: GraphBolt's in_memory: false
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns that the read-only map is not writable
+            x = torch.from_numpy(feats.numpy())
+    fstore = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(x)})
+    report["setup"][f"{mode}_s"] = round(time.perf_counter() - t, 3)
+    fan = [torch.LongTensor([f]) for f in dgl_fanouts]
+    item_set = gb.ItemSet(seeds, names="seed_nodes")
+    dp = gb.ItemSampler(item_set, batch_size=args.batch_size, shuffle=True)
+    dp = dp.sample_neighbor(graph, fan)
+    dp = dp.fetch_feature(fstore, node_feature_keys=["feat"])
+    dl = gb.DataLoader(dp, num_workers=args.num_workers)
+
+    def consume(mb):  # what a training step reads: blocks and the input features
+        _ = mb.node_features["feat"]
+        return _block_edges(mb.blocks)
+
+    return _timed(mode, _epochs(lambda e: iter(dl)), args, consume,
+                  lambda mb: mb.seed_nodes.numel())
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    os.environ.setdefault("DGLBACKEND", "pytorch")
+    report = run(args)
+    json.dump(report, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0 if all("error" not in r for r in report["results"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
