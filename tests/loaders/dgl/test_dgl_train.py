@@ -1,4 +1,4 @@
-"""A DGL GraphSAGE (``dgl.nn.SAGEConv``, unchanged) learns through our sampler and ``to_dgl``.
+"""A DGL GraphSAGE (``dgl.nn.SAGEConv``, unchanged) learns through ``NeighborLoader(output="dgl")``.
 
 The store is a synthetic power-law graph with a planted signal: a node's features are its class
 centroid plus Gaussian noise strong enough that its own features alone classify it poorly, and
@@ -24,8 +24,7 @@ import dgl.nn as dglnn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import featurestore as fs  # noqa: E402
-from loaders.dgl import to_dgl  # noqa: E402
-from loaders.sampler import MiniBatch, NeighborSampler  # noqa: E402
+from loaders import NeighborLoader  # noqa: E402
 from loaders.synthetic import power_law_store  # noqa: E402
 
 NUM_CLASSES = 4
@@ -48,18 +47,6 @@ class SAGE(torch.nn.Module):
             if i < len(self.layers) - 1:
                 x = F.relu(x)
         return x
-
-
-def dgl_batches(store, sampler, ids, batch_size, epoch, shuffle):
-    """``(input_nodes, output_nodes, blocks)`` per batch: sampler -> gather -> to_dgl."""
-    feat, labels = store.features("node", "feat"), np.asarray(store.labels("node"))
-    if shuffle:
-        ids = np.random.default_rng(epoch).permutation(ids)
-    for b, lo in enumerate(range(0, ids.size, batch_size)):
-        sub = sampler.sample(ids[lo:lo + batch_size], "node", seed=0, epoch=epoch, batch=b)
-        x = {"node": torch.from_numpy(feat.gather(sub.node["node"]))}
-        y = torch.from_numpy(labels[sub.seeds].astype(np.int64))
-        yield to_dgl(MiniBatch(sub, x, y, torch.device("cpu")))
 
 
 def own_feature_accuracy(store) -> float:
@@ -97,17 +84,21 @@ def test_dgl_graphsage_learns_the_planted_signal(signal_store):
     torch.manual_seed(0)
     model = SAGE(16, 64, NUM_CLASSES)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    sampler = NeighborSampler(store, [10, 10])
-    train, test = np.asarray(store.split("train")), np.asarray(store.split("test"))
+    train = NeighborLoader(store, ("node", "train"), [10, 10], batch_size=256, shuffle=True,
+                           output="dgl", device="cpu")
+    test = NeighborLoader(store, ("node", "test"), [10, 10], batch_size=1000, output="dgl",
+                          device="cpu")
     for epoch in range(8):
         model.train()
-        for _, _, blocks in dgl_batches(store, sampler, train, 256, epoch, shuffle=True):
+        for _, _, blocks in train:
             loss = F.cross_entropy(model(blocks, blocks[0].srcdata["feat"]), blocks[-1].dstdata["label"])
             opt.zero_grad()
             loss.backward()
             opt.step()
-    acc = evaluate(model, dgl_batches(store, sampler, test, 1000, 99, shuffle=False))
+    acc = evaluate(model, test)
     baseline = own_feature_accuracy(store)
+    print(f"DGL GraphSAGE test accuracy {acc:.3f}; own-features baseline {baseline:.3f}; "
+          f"chance {CHANCE:.2f}")
     assert acc >= THRESHOLD, f"accuracy {acc:.3f} < {THRESHOLD:.2f} (chance {CHANCE:.2f})"
     assert acc >= baseline + MARGIN_OVER_OWN_FEATURES, (
         f"accuracy {acc:.3f} does not beat the own-features baseline {baseline:.3f} by "

@@ -1,0 +1,74 @@
+"""``NeighborLoader(output="dgl")``: DGL batches from the threaded loader (run in .venv-dgl)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dgl_helpers import import_dgl
+
+dgl = import_dgl()
+
+import featurestore as fs  # noqa: E402
+from loaders import NeighborLoader  # noqa: E402
+from loaders.dgl import to_dgl  # noqa: E402
+from loaders.synthetic import mag_like_store, power_law_store  # noqa: E402
+
+FANOUTS = [5, 3]
+
+
+@pytest.fixture(scope="module", params=["homo", "hetero"])
+def store(request, tmp_path_factory):
+    path = tmp_path_factory.mktemp(f"dgl-loader-{request.param}") / "s"
+    if request.param == "homo":
+        power_law_store(path, num_nodes=2000, num_edges=16000, feat_dim=8, num_classes=3, seed=5)
+        seeds = ("node", "train")
+    else:
+        mag_like_store(path, num_papers=800, num_authors=500, num_institutions=20, feat_dim=8,
+                       seed=6)
+        seeds = ("paper", "train")
+    with fs.open_store(path) as s:
+        yield s, seeds
+
+
+def _per_type(v, nt):
+    return v[nt] if isinstance(v, dict) else v
+
+
+def test_dgl_output_equals_to_dgl_of_raw_batches(store):
+    """output="dgl" yields to_dgl of the very batches output="raw" yields for the same seed."""
+    s, seeds = store
+    kw = dict(batch_size=64, shuffle=True, seed=3, device="cpu")
+    dgl_batches = list(NeighborLoader(s, seeds, FANOUTS, output="dgl", **kw))
+    raw = list(NeighborLoader(s, seeds, FANOUTS, output="raw", **kw))
+    assert len(dgl_batches) == len(raw) == len(NeighborLoader(s, seeds, FANOUTS, **kw))
+    for (inp, out, blocks), mb in zip(dgl_batches, raw):
+        ref_in, ref_out, ref_blocks = to_dgl(mb)
+        nt = mb.subgraph.seed_type
+        np.testing.assert_array_equal(_per_type(out, nt).numpy(), mb.subgraph.seeds)
+        for t in s.node_types:
+            np.testing.assert_array_equal(_per_type(inp, t).numpy(), _per_type(ref_in, t).numpy())
+        for b, rb in zip(blocks, ref_blocks):
+            for cet in rb.canonical_etypes:
+                for got, want in zip(b.edges(etype=cet), rb.edges(etype=cet)):
+                    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_batches_kept_by_the_training_loop_are_not_overwritten(store):
+    """The loader reuses feature buffers; blocks kept across batches must keep their features."""
+    s, seeds = store
+    kept = list(NeighborLoader(s, seeds, FANOUTS, batch_size=20, shuffle=True, seed=1,
+                               output="dgl", device="cpu", prefetch=3))
+    assert len(kept) > 4
+    labels_of = {nt: np.asarray(s.labels(nt)) for nt in s.node_types if "label" in s.value_names(nt)}
+    for input_nodes, output_nodes, blocks in kept:
+        feat = blocks[0].srcdata["feat"]
+        for nt in s.node_types:
+            if "feat" not in s.feature_names(nt):
+                continue
+            ids = _per_type(input_nodes, nt).numpy()
+            want = np.asarray(s.features(nt, "feat").numpy())[ids]
+            np.testing.assert_array_equal(_per_type(feat, nt).numpy(), want)
+        seed_type = next(iter(output_nodes)) if isinstance(output_nodes, dict) else s.node_types[0]
+        y = _per_type(blocks[-1].dstdata["label"], seed_type).numpy()
+        np.testing.assert_array_equal(y, labels_of[seed_type][_per_type(output_nodes, seed_type).numpy()])
