@@ -29,7 +29,8 @@ def allowed_globals() -> list:
     for fn in (core._reconstruct, core.scalar):
         for mod in ("numpy.core.multiarray", "numpy._core.multiarray"):
             out.append((fn, f"{mod}.{fn.__name__}"))
-    out += [(np.ndarray, "numpy.ndarray"), (np.dtype, "numpy.dtype")]
+    out += [(np.ndarray, "numpy.ndarray"), (np.dtype, "numpy.dtype"),
+            (bytes, "builtins.bytes")]  # protocol 2 pickles an empty array's b"" as bytes()
     for code in _NUMERIC_CODES:
         cls = type(np.dtype(code))
         out.append((cls, f"numpy.dtypes.{cls.__name__}"))
