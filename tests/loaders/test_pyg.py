@@ -1,0 +1,164 @@
+"""PyG integration: batches that PyG models use unchanged, PyG's NodeLoader over our backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pyg = pytest.importorskip("torch_geometric")
+from torch_geometric.data import Data, HeteroData  # noqa: E402
+from torch_geometric.loader import NodeLoader  # noqa: E402
+from torch_geometric.nn import SAGEConv, GraphSAGE, to_hetero  # noqa: E402
+
+from loaders import NeighborLoader  # noqa: E402
+from loaders.pyg import NeighborSampler, remote_backend  # noqa: E402
+
+
+def full_edge_index(store, et) -> torch.Tensor:
+    """The whole edge type as PyG's (source, target) edge_index, from the CSC arrays."""
+    indptr, indices = store.csc(et)
+    dst = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    return torch.from_numpy(np.stack([np.asarray(indices, np.int64), dst]))
+
+
+def test_homogeneous_batch_equals_full_graph_inference(homo_store):
+    """With all neighbours, a 2-layer GraphSAGE on a batch gives the seeds the same output as
+    on the whole graph; trim_to_layer must not change it (so nodes and edges are hop-ordered)."""
+    torch.manual_seed(0)
+    model = GraphSAGE(16, 32, num_layers=2, out_channels=4).eval()
+    x = torch.from_numpy(np.array(homo_store.features(None, "feat").numpy()))
+    et = homo_store.edge_types[0]
+    with torch.no_grad():
+        full = model(x, full_edge_index(homo_store, et))
+    ld = NeighborLoader(homo_store, "valid", [-1, -1], batch_size=40, output="pyg", device="cpu")
+    for b in ld:
+        assert isinstance(b, Data)
+        assert b.x.shape[0] == b.n_id.shape[0] == sum(b.num_sampled_nodes)
+        assert b.edge_index.shape[1] == sum(b.num_sampled_edges)
+        assert torch.equal(b.n_id[:b.batch_size], torch.from_numpy(
+            np.asarray(homo_store.split("valid"))[b.input_id.numpy()]))
+        with torch.no_grad():
+            out = model(b.x, b.edge_index)[:b.batch_size]
+            trimmed = model(b.x, b.edge_index, num_sampled_nodes_per_hop=b.num_sampled_nodes,
+                            num_sampled_edges_per_hop=b.num_sampled_edges)[:b.batch_size]
+        torch.testing.assert_close(out, full[b.n_id[:b.batch_size]], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(trimmed, out, atol=1e-5, rtol=1e-4)
+
+
+class HeteroSAGE(torch.nn.Module):
+    def __init__(self, hidden=16, out=5):
+        super().__init__()
+        self.c1 = SAGEConv((-1, -1), hidden)
+        self.c2 = SAGEConv((-1, -1), out)
+
+    def forward(self, x, edge_index):
+        return self.c2(self.c1(x, edge_index).relu(), edge_index)
+
+
+def hetero_inputs(store, x_paper: torch.Tensor, n: dict[str, int]):
+    x = {t: x_paper if t == "paper" else torch.zeros(n[t], x_paper.shape[1])
+         for t in store.node_types}
+    return x
+
+
+def test_heterogeneous_batch_equals_full_graph_inference(hetero_store):
+    s = hetero_store
+    meta = (s.node_types, [tuple(e) for e in s.edge_types])
+    torch.manual_seed(0)
+    model = to_hetero(HeteroSAGE(), meta, aggr="sum").eval()
+    xp = torch.from_numpy(np.asarray(s.features("paper", "feat").numpy(), np.float32))
+    n = {t: s.num_nodes(t) for t in s.node_types}
+    with torch.no_grad():
+        full = model(hetero_inputs(s, xp, n),
+                     {tuple(et): full_edge_index(s, et) for et in s.edge_types})["paper"]
+    ld = NeighborLoader(s, ("paper", "test"), [-1, -1], batch_size=64, output="pyg",
+                        device="cpu")
+    for b in ld:
+        assert isinstance(b, HeteroData)
+        assert set(b.node_types) == set(s.node_types)
+        nb = {t: b[t].num_nodes for t in b.node_types}
+        assert all(sum(b[t].num_sampled_nodes) == nb[t] for t in b.node_types)
+        assert b["paper"].y.shape[0] == b["paper"].batch_size
+        with torch.no_grad():
+            out = model(hetero_inputs(s, b["paper"].x.float(), nb), b.edge_index_dict)["paper"]
+        bs = b["paper"].batch_size
+        torch.testing.assert_close(out[:bs], full[b["paper"].n_id[:bs]], atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("hetero", [False, True])
+def test_pyg_nodeloader_over_remote_backend(homo_store, hetero_store, hetero):
+    store, ntype = (hetero_store, "paper") if hetero else (homo_store, None)
+    fs_, gs_ = remote_backend(store)
+    ids = torch.from_numpy(np.array(store.split("train", ntype)))
+    sampler = NeighborSampler(store, [4, 3])
+    loader = NodeLoader((fs_, gs_), node_sampler=sampler,
+                        input_nodes=(ntype, ids) if hetero else ids, batch_size=50, shuffle=True)
+    F = store.features(ntype, "feat").numpy()
+    labels = np.asarray(store.labels(ntype))
+    seen = []
+    for b in loader:
+        d = b[ntype] if hetero else b
+        n_id = d.n_id.numpy()
+        assert np.array_equal(d.x.numpy(), np.asarray(F[n_id]))
+        assert np.array_equal(d.y.numpy(), labels[n_id])  # PyG gives every node's label
+        assert np.array_equal(n_id[:d.batch_size], ids.numpy()[d.input_id.numpy()])
+        seen.append(d.input_id)
+        for et in store.edge_types:  # every edge exists in the store
+            ei = b[tuple(et)].edge_index if hetero else b.edge_index
+            if ei.numel() == 0:
+                continue
+            src_ids = (b[et.src].n_id if hetero else b.n_id)[ei[0]].numpy()
+            dst_ids = (b[et.dst].n_id if hetero else b.n_id)[ei[1]].numpy()
+            e_id = (b[tuple(et)].e_id if hetero else b.e_id).numpy()
+            indptr, indices = store.csc(et)
+            assert np.array_equal(np.asarray(indices)[e_id], src_ids)
+            assert np.all((indptr[dst_ids] <= e_id) & (e_id < indptr[dst_ids + 1]))
+    seen = torch.cat(seen)
+    assert torch.equal(seen.sort().values, torch.arange(ids.numel()))
+
+
+def test_feature_and_graph_store_interfaces(hetero_store):
+    fs_, gs_ = remote_backend(hetero_store)
+    idx = torch.tensor([5, 1, 5, 0])
+    got = fs_["paper", "x", idx]
+    assert torch.equal(got, torch.from_numpy(np.asarray(
+        hetero_store.features("paper", "feat").numpy()[idx.numpy()])))
+    assert fs_.get_tensor_size(group_name="paper", attr_name="x") == (1500, 16)
+    assert torch.equal(fs_["paper", "year", idx],
+                       torch.from_numpy(np.asarray(hetero_store.values("paper", "year"))[idx]))
+    attrs = {(a.group_name, a.attr_name) for a in fs_.get_all_tensor_attrs()}
+    assert attrs == {("paper", "x"), ("paper", "y")}
+    et = ("author", "writes", "paper")
+    row, colptr = gs_[et, "csc"]
+    indptr, indices = hetero_store.csc(et)
+    assert np.array_equal(row.numpy(), indices) and np.array_equal(colptr.numpy(), indptr)
+    with pytest.raises(PermissionError, match="read-only"):
+        fs_["paper", "x", None] = torch.zeros(1500, 16)
+
+
+@pytest.mark.skipif(not any(__import__("importlib").util.find_spec(m)
+                            for m in ("torch_sparse", "pyg_lib")),
+                    reason="PyG's own sampler needs torch-sparse or pyg-lib (../shared/wheels)")
+def test_same_computation_graph_as_pygs_neighborloader(homo_store):
+    """With all neighbours there is no randomness: PyG's own NeighborLoader on the same graph
+    must find the same nodes per hop and the same edges."""
+    from torch_geometric.loader import NeighborLoader as PygLoader
+
+    et = homo_store.edge_types[0]
+    data = Data(x=torch.from_numpy(np.array(homo_store.features(None, "feat").numpy())),
+                edge_index=full_edge_index(homo_store, et), num_nodes=homo_store.num_nodes())
+    seeds = torch.from_numpy(np.asarray(homo_store.split("valid")))
+    ours = NeighborLoader(homo_store, seeds, [-1, -1], batch_size=50, output="pyg", device="cpu")
+    theirs = PygLoader(data, num_neighbors=[-1, -1], input_nodes=seeds, batch_size=50)
+    for a, b in zip(ours, theirs):
+        assert a.batch_size == b.batch_size
+        assert torch.equal(a.n_id[:a.batch_size], b.n_id[:b.batch_size])
+        if "num_sampled_nodes" in b:  # pyg-lib reports hops; torch-sparse does not
+            assert a.num_sampled_nodes == list(b.num_sampled_nodes)
+            assert a.num_sampled_edges == list(b.num_sampled_edges)
+        assert torch.equal(a.n_id.sort().values, b.n_id.sort().values)
+        ea = set(map(tuple, a.n_id[a.edge_index].T.tolist()))
+        eb = set(map(tuple, b.n_id[b.edge_index].T.tolist()))
+        assert ea == eb
+        assert torch.equal(a.x, b.x[torch.argsort(b.n_id)][torch.argsort(torch.argsort(a.n_id))])
