@@ -103,6 +103,7 @@ def _timed(name: str, batches, args, count_edges, seeds_per_batch) -> dict:
         if next(it, None) is None:
             break
     n = edges = seeds = 0
+    c0 = time.process_time()
     t0 = time.perf_counter()
     for item in it:
         edges += count_edges(item)
@@ -111,7 +112,10 @@ def _timed(name: str, batches, args, count_edges, seeds_per_batch) -> dict:
         if n >= args.batches or time.perf_counter() - t0 > args.seconds:
             break
     dt = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     res = {"mode": name, "batches": n, "seconds": round(dt, 4),
+           "cpu_seconds": round(cpu, 4),  # this process's CPU time (not its workers'): on a
+           # loaded machine, wall time overstates the cost; cpu_seconds / batches does not
            "batches_per_s": n / dt if dt else None, "seeds_per_s": seeds / dt if dt else None,
            "sampled_edges_per_batch": edges / n if n else None,
            "sampled_edges_per_s": edges / dt if dt else None, "peak_rss_mib": round(_rss_mib(), 1)}
