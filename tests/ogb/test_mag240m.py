@@ -216,3 +216,22 @@ def test_presplit_test_dev_is_taken_as_is(mag_root, tmp_path):
     sp = magjob.mag_splits(p, MAG_SPEC.paper)
     np.testing.assert_array_equal(sp["test-dev"], [9, 7])
     np.testing.assert_array_equal(sp["test-challenge"], [8])
+
+
+def test_cli(mag_root, tmp_path, capsys):
+    from featurestore.cli import main
+
+    out = tmp_path / "s"
+    assert main(["preprocess", "mag240m", str(mag_root), str(out), "--dry-run",
+                 "--no-progress"]) == 0
+    assert "csc:paper__cites__paper" in capsys.readouterr().out and not out.exists()
+    assert main(["preprocess", "mag240m", str(mag_root), str(out), "--memory", "64MiB",
+                 "--no-progress"]) == 0
+    assert "features:paper" in capsys.readouterr().out
+    assert fs.open_store(out).num_nodes("paper") == MAG_SPEC.paper
+    # a complete store is not redone; a missing ROOT is a clean error (exit 2)
+    assert main(["preprocess", "mag240m", str(mag_root), str(out), "--no-progress"]) == 0
+    assert "done before" in capsys.readouterr().out
+    assert main(["preprocess", "mag240m", str(tmp_path / "none"), str(tmp_path / "x"),
+                 "--no-progress"]) == 2
+    assert "meta.pt" in capsys.readouterr().err
