@@ -78,6 +78,7 @@ class LocalRows:
         self.layout = layout
         self.io_threads = io_threads
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = -1
         self._lock = threading.Lock()
         self._fd = -1
         self._mm = None
@@ -103,7 +104,6 @@ class LocalRows:
         self._map = self._map.reshape(lay.shape)
         self._words = _word_view(self._map, lay.row_bytes)
         self._base = self._map.ctypes.data
-        self._vec = np.zeros(64, np.uint8)
 
     def array(self) -> np.ndarray:
         """The whole array as a read-only memory map (zero-copy)."""
@@ -117,7 +117,7 @@ class LocalRows:
         step = max(1, ids.size // PROBE_ROWS)
         sample = np.ascontiguousarray(ids[::step][:PROBE_ROWS]).astype(np.int64, copy=False)
         return float(K.resident_fraction(self._base, self.layout.row_bytes, sample, K.PAGE,
-                                         self._vec))
+                                         np.zeros(64, np.uint8)))
 
     def gather(self, ids: np.ndarray, out: np.ndarray, read_path: str = "auto") -> str:
         """Fill ``out`` with rows ``ids`` (validated). Returns the read path taken."""
@@ -172,14 +172,15 @@ class LocalRows:
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
-            if self._pool is None:
+            if self._pool is None or self._pool_pid != os.getpid():  # threads do not survive fork
                 self._pool = ThreadPoolExecutor(self.io_threads, thread_name_prefix="fs-pread")
+                self._pool_pid = os.getpid()
             return self._pool
 
     def close(self) -> None:
-        if self._pool is not None:
+        if self._pool is not None and self._pool_pid == os.getpid():
             self._pool.shutdown(wait=True)
-            self._pool = None
+        self._pool = None
         self._map = self._words = None
         if self._mm is not None:
             try:
