@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "preprocess.synth.cli",
     "loaders.cli",
     "benchmarks.cli",
+    "benchmarks.demo",
 ]
 
 
