@@ -1,35 +1,227 @@
-"""``featurestore bench ...`` and ``featurestore demo``."""
+"""``featurestore bench device|gather|sample|loader|preprocess|all``.
+
+Each subcommand runs on a given store (or a synthetic one it makes at ``--scale``, see
+:class:`benchmarks.all.Sizes`), prints a markdown table, writes ``<out>/<name>.json``
+(machine, versions, options, every trial) and ``<out>/<name>.md``, and with ``--plot`` the PNG
+charts into ``<out>``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+
+DEFAULT_OUT = "bench-results"
+DEFAULT_WORKDIR = "bench-data"
 
 
-def _gather(args) -> int:
-    from . import gather_bench
+def _outputs(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+    p.add_argument("--out", default=DEFAULT_OUT, help="where the JSON, markdown and charts go")
+    p.add_argument("--plot", action="store_true", help="also draw PNG charts (needs matplotlib)")
+    if json_flag:
+        p.add_argument("--json", help="also write the JSON report to this file")
 
-    return gather_bench.main_args(args)
 
+def _emit(report: dict, args, name: str | None = None) -> int:
+    from .all import emit
+    from .report import write_json
 
-def _device(args) -> int:
-    from .device import device_limits
-
-    d = device_limits(args.file, seconds=args.seconds)
-    print(f"{d['tool']}: sequential {d['seq_read_GBps']:.2f} GB/s; random 4 KiB: "
-          f"{d['randread_4k_qd1_iops']:,.0f} IOPS at QD1, {d['randread_4k_qd32_iops']:,.0f} at QD32")
+    emit(report, args.out, args.plot, name)
+    if getattr(args, "json", None):
+        write_json(report, args.json)
     return 0
 
 
+def _sizes(args):
+    from .all import Sizes
+
+    return Sizes.quick() if getattr(args, "quick", False) else Sizes.at(args.scale or 0.01)
+
+
+# -- device ----------------------------------------------------------------------------------
+def _device(args) -> int:
+    from .all import run_device
+
+    rep = run_device(args.target, seconds=args.seconds, size_mib=args.size_mib,
+                     use_fio=False if args.no_fio else None)
+    return _emit(rep, args)
+
+
+# -- gather ----------------------------------------------------------------------------------
+def _gather(args) -> int:
+    sweep = args.sweep or args.store or args.scale or args.plot or args.batch_sizes
+    if not sweep:  # the fixed dense/sparse comparison of benchmarks.gather_bench
+        from . import gather_bench
+
+        return gather_bench.main_args(args)
+    from .all import run_gather
+
+    sz = _sizes(args)
+    rows = sz.gather_rows if (args.scale or args.quick) else int(args.rows)
+    trials = 1 if args.quick else args.trials
+    batches = _ints(args.batch_sizes) or ((1_000, 3_000) if args.quick else None)
+    threads = _ints(args.thread_counts) or ((1, 8) if args.quick else None)
+    rep = run_gather(args.workdir, rows, store=args.store, ntype=args.ntype, feature=args.feature,
+                     batches=batches, threads=threads, trials=trials,
+                     device_seconds=0 if args.quick else args.device_seconds,
+                     zarr_batch=None if args.no_zarr else (min(batches) if batches else 10_000))
+    return _emit(rep, args)
+
+
+def _ints(text: str | None):
+    if not text:
+        return None
+    return tuple(int(float(x)) for x in text.split(",") if x.strip())
+
+
+# -- sample ----------------------------------------------------------------------------------
+def _sample(args) -> int:
+    from .all import run_sample
+
+    sz = _sizes(args)
+    rep = run_sample(args.workdir, sz.nodes, sz.edges, store=args.store,
+                     fanouts=_ints(args.fanouts), batch_size=256 if args.quick else args.batch_size,
+                     batches=3 if args.quick else args.batches,
+                     trials=1 if args.quick else args.trials, peers=tuple(args.peers.split(",")))
+    return _emit(rep, args)
+
+
+# -- loader ----------------------------------------------------------------------------------
+def _loader(args) -> int:
+    from .all import run_loader
+
+    if args.scale and not args.quick:
+        sz = _sizes(args)
+        args.nodes, args.edges = sz.nodes, sz.edges
+        args.batches, args.seconds = sz.loader_batches, sz.loader_seconds
+    if args.quick:
+        args.nodes, args.edges, args.batches, args.seconds = 20_000, 200_000, 5, 10.0
+        args.batch_size = min(args.batch_size, 256)
+    return _emit(run_loader(args), args)
+
+
+# -- preprocess ------------------------------------------------------------------------------
+def _preprocess(args) -> int:
+    from .all import preprocess_args, run_preprocess
+    from preprocess.memory import parse_size
+
+    sz = _sizes(args)
+    edges = int(args.edges) if args.edges else sz.prep_edges
+    nodes = int(args.nodes) if args.nodes else sz.prep_nodes
+    ns = preprocess_args(workdir=os.path.join(args.workdir, "preprocess"), edges=edges,
+                         nodes=nodes, repeat=1 if args.quick else args.trials,
+                         memory=parse_size(args.memory) if args.memory
+                         else max(64 << 20, edges * 16 // 4),
+                         memcap=args.memcap, scipy=not args.no_scipy,
+                         rows=int(args.feature_rows) if args.feature_rows else None)
+    return _emit(run_preprocess(ns), args)
+
+
+# -- all -------------------------------------------------------------------------------------
+def _all(args) -> int:
+    from .all import run_all
+
+    return run_all(args.scale, args.workdir, args.out, plot=args.plot,
+                   parts=tuple(p.strip() for p in args.parts.split(",") if p.strip()),
+                   quick=args.quick, trials=args.trials)
+
+
 def register(sub) -> None:
-    bench = sub.add_parser("bench", help="throughput benchmarks (storage, gathers, loaders)")
+    from .all import PARTS
+
+    bench = sub.add_parser("bench", help="throughput benchmarks (storage, gathers, sampling, "
+                           "loaders, preprocessing) against peers",
+                           description=__doc__.split("\n\n")[0])
     bsub = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+
+    p = bsub.add_parser("device", formatter_class=fmt,
+                        help="the storage's sequential and random 4 KiB read limits (fio or pread)")
+    p.add_argument("target", nargs="?", default=".",
+                   help="a file, a store or a directory on the device to probe")
+    p.add_argument("--seconds", type=float, default=5.0, help="seconds per probe")
+    p.add_argument("--size-mib", type=int, default=1024,
+                   help="size of the temporary probe file when no file that large is there")
+    p.add_argument("--no-fio", action="store_true", help="use the built-in pread probe")
+    _outputs(p)
+    p.set_defaults(func=_device)
+
     from . import gather_bench
 
-    p = bsub.add_parser("gather", help="random row gathers vs np.memmap and zarr, warm and cold",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    gather_bench.add_arguments(p)
+    p = bsub.add_parser("gather", formatter_class=fmt,
+                        help="row gathers vs np.memmap and zarr: batch sizes, threads, warm/cold")
+    gather_bench.add_arguments(p)  # --workdir --rows --trials --io-threads --no-zarr ... --json
+    p.add_argument("--sweep", action="store_true",
+                   help="sweep batch sizes and thread counts (implied by the options below)")
+    p.add_argument("--store", help="sweep this store's feature array instead of synthetic ones")
+    p.add_argument("--ntype", help="node type of --store (default: its only one)")
+    p.add_argument("--feature", default="feat", help="feature name of --store")
+    p.add_argument("--scale", type=float, help="synthetic rows at this scale (1.0 = 121M rows)")
+    p.add_argument("--batch-sizes", help="comma-separated ids per gather (default 1k..200k)")
+    p.add_argument("--thread-counts", help="comma-separated io_threads (default 1,4,16,32,64)")
+    p.add_argument("--out", default=DEFAULT_OUT, help="where the JSON, markdown and charts go")
+    p.add_argument("--plot", action="store_true", help="also draw PNG charts")
     p.set_defaults(func=_gather)
-    p = bsub.add_parser("device", help="the storage's sequential and random-read limits")
-    p.add_argument("file", help="an existing file of at least 64 MiB on the device to probe")
-    p.add_argument("--seconds", type=float, default=5.0)
-    p.set_defaults(func=_device)
+
+    p = bsub.add_parser("sample", formatter_class=fmt,
+                        help="neighbour sampling: ours vs PyG (torch-sparse/pyg-lib) and DGL")
+    p.add_argument("--store", help="a homogeneous store (default: a synthetic power-law graph)")
+    p.add_argument("--scale", type=float, default=0.01, help="synthetic graph size (1.0 = 111M nodes)")
+    p.add_argument("--workdir", default=DEFAULT_WORKDIR, help="where synthetic stores are made")
+    p.add_argument("--fanouts", default="15,10,5", help="per hop from the seeds")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--batches", type=int, default=20, help="timed batches per trial")
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--peers", default="featurestore,pyg,dgl")
+    p.add_argument("--quick", action="store_true", help="tiny graph: a smoke run")
+    _outputs(p)
+    p.set_defaults(func=_sample)
+
+    try:
+        from . import loader_bench
+    except ImportError as e:  # the loader benchmark is optional (needs the loaders package)
+        p = bsub.add_parser("loader", help=f"(not available: {e})")
+        p.set_defaults(func=lambda a, e=e: _unavailable("loader", e))
+    else:
+        p = bsub.add_parser("loader", formatter_class=fmt,
+                            help="loaders: ours vs PyG NeighborLoader and DGL, in RAM and on disk")
+        loader_bench.add_arguments(p)
+        p.add_argument("--scale", type=float, help="graph size (1.0 = 111M nodes); overrides "
+                       "--nodes/--edges/--batches/--seconds")
+        p.add_argument("--out", default=DEFAULT_OUT, help="where the JSON, markdown and charts go")
+        p.add_argument("--plot", action="store_true", help="also draw PNG charts")
+        p.set_defaults(func=_loader)
+
+    p = bsub.add_parser("preprocess", formatter_class=fmt,
+                        help="COO to CSC (vs scipy) and feature chunking: edges/s, GB/s, memory")
+    p.add_argument("--scale", type=float, default=0.01, help="edges = 1.6B x scale")
+    p.add_argument("--edges", type=float, help="edges (overrides --scale)")
+    p.add_argument("--nodes", type=float, help="nodes (overrides --scale)")
+    p.add_argument("--feature-rows", type=float, help="also convert this many fp32 x 128 rows")
+    p.add_argument("--memory", help="the job's memory budget (default: a quarter of the COO)")
+    p.add_argument("--memcap", help="run ours under ../shared/tools/memcap SIZE")
+    p.add_argument("--no-scipy", action="store_true", help="skip scipy's in-memory tocsc")
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--workdir", default=DEFAULT_WORKDIR)
+    p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    _outputs(p)
+    p.set_defaults(func=_preprocess)
+
+    p = bsub.add_parser("all", formatter_class=fmt,
+                        help="every benchmark at one scale: all.json, report.md, charts")
+    p.add_argument("--scale", type=float, default=0.01,
+                   help="1.0 = MAG240M paper rows / papers100M graph; 0.01 runs in minutes")
+    p.add_argument("--workdir", default=DEFAULT_WORKDIR, help="where synthetic data is made")
+    p.add_argument("--out", default=DEFAULT_OUT, help="where all.json, report.md and charts go")
+    p.add_argument("--plot", action="store_true", help="also draw PNG charts")
+    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated among {PARTS}")
+    p.add_argument("--trials", type=int, help="trials per measurement (default 3)")
+    p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of every part")
+    p.set_defaults(func=_all)
+
+
+def _unavailable(name: str, e: Exception) -> int:
+    import sys
+
+    print(f"featurestore bench {name}: not available: {e}", file=sys.stderr)
+    return 2

@@ -1,0 +1,344 @@
+"""Markdown tables and PNG charts of each benchmark's report, and the peer ratios of a run.
+
+``markdown(report)`` and ``plots(report, outdir)`` dispatch on ``report["benchmark"]``
+(``device``, ``gather``, ``sample``, ``loader``, ``preprocess``); ``peer_ratios(reports)``
+collects "ours against each peer, measured in the same run" from all of them.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+
+from .report import fmt_rate, md_table, plot_bars, plot_lines, plot_stacked
+
+__all__ = ["markdown", "plots", "peer_ratios", "peer_table", "machine_line"]
+
+
+def machine_line(m: dict) -> str:
+    """One line naming the machine and versions of a report."""
+    keys = ("numpy", "numba", "zarr", "torch", "torch_geometric", "torch_sparse", "pyg_lib")
+    vers = ", ".join(f"{k} {m[k]}" for k in keys if m.get(k))
+    return (f"{m.get('time_utc', '')}: {m.get('cpus')} CPUs ({m.get('cpu', '')}), "
+            f"{m.get('mem_total_gib')} GiB RAM, load average {m.get('load_average')}; "
+            f"Python {m.get('python')}, featurestore {m.get('featurestore')}, {vers}"
+            + (f"; {m['fio']}" if m.get("fio") else ""))
+
+
+# -- device ----------------------------------------------------------------------------------
+def _device_rows(devices: dict) -> list[list]:
+    return [[where, d["tool"], f"{d['seq_read_GBps']:.2f}", f"{d['randread_4k_qd1_iops']:,.0f}",
+             f"{d['randread_4k_qd32_iops']:,.0f}",
+             f"{d['randread_4k_qd32_iops'] * 4096 / 1e9:.2f}"] for where, d in devices.items()]
+
+
+def _device_md(devices: dict) -> str:
+    return md_table(["probed on", "tool", "sequential GB/s", "random 4 KiB IOPS, QD1",
+                     "random 4 KiB IOPS, QD32", "QD32 GB/s"], _device_rows(devices))
+
+
+# -- gather ----------------------------------------------------------------------------------
+def _batch_rows(report: dict) -> list[dict]:
+    return [r for r in report["results"] if "sweep" not in r]
+
+
+def _gather_md(report: dict) -> str:
+    rows = []
+    for r in _batch_rows(report):
+        share = r.get("share_of_device_limit")
+        rows.append([r["layout"], f"{r['batch']:,}", f"{r['density']:.2%}", r["cache"],
+                     r["method"], f"{r['seconds']:.4f}", fmt_rate(r["rows_per_s"]),
+                     f"{r['GBps']:.3f}", f"{r['speedup_of_featurestore']:.2f}x",
+                     f"{r['device_limit_s']:.4f}" if "device_limit_s" in r else None,
+                     f"{share:.0%}" if share is not None else None])
+    out = [md_table(["row layout", "batch (ids)", "density", "cache", "read path", "median s",
+                     "rows/s", "GB/s", "featurestore speed-up", "device limit s (QD32)",
+                     "share of device limit"], rows)]
+    th = [r for r in report["results"] if r.get("sweep") == "io_threads"]
+    if th:
+        out.append("\nCold gathers by reads in flight (`io_threads`, pread path):\n")
+        out.append(md_table(
+            ["row layout", "batch", "io_threads", "median s", "rows/s", "GB/s",
+             "device limit s QD1", "device limit s QD32", "share of QD32 limit"],
+            [[r["layout"], f"{r['batch']:,}", r["io_threads"], f"{r['seconds']:.4f}",
+              fmt_rate(r["rows_per_s"]), f"{r['GBps']:.3f}",
+              f"{r['device_limit_qd1_s']:.4f}" if "device_limit_qd1_s" in r else None,
+              f"{r['device_limit_s']:.4f}" if "device_limit_s" in r else None,
+              f"{r['share_of_device_limit']:.0%}" if "share_of_device_limit" in r else None]
+             for r in th]))
+    nb = [r for r in report["results"] if r.get("sweep") == "numba_threads"]
+    if nb:
+        out.append("\nWarm gathers (page cache, memory-map path) by numba threads:\n")
+        out.append(md_table(["row layout", "batch", "numba threads", "median s", "rows/s", "GB/s"],
+                            [[r["layout"], f"{r['batch']:,}", r["numba_threads"],
+                              f"{r['seconds']:.4f}", fmt_rate(r["rows_per_s"]),
+                              f"{r['GBps']:.3f}"] for r in nb]))
+    if report.get("device"):
+        out.append("\nThe device under each store (page cache bypassed):\n")
+        out.append(_device_md(report["device"]))
+    return "\n".join(out)
+
+
+def _gather_plots(report: dict, outdir: str) -> list[str]:
+    files = []
+    rows = _batch_rows(report)
+    layouts = list(dict.fromkeys(r["layout"] for r in rows))
+    panels = []
+    for lay in layouts:
+        series = []
+        mine = [r for r in rows if r["layout"] == lay]
+        for method in dict.fromkeys(r["method"] for r in mine):
+            for cache in ("warm", "cold"):
+                pts = sorted((r["batch"], r["rows_per_s"]) for r in mine
+                             if r["method"] == method and r["cache"] == cache)
+                if pts:
+                    style = ("-o" if cache == "warm" else "-s") if len(pts) > 1 else "o"
+                    series.append({"label": f"{method}, {cache}", "x": [p[0] for p in pts],
+                                   "y": [p[1] for p in pts], "style": style})
+        lim = sorted((r["batch"], r["batch"] / r["device_limit_s"]) for r in mine
+                     if r["method"] == "featurestore" and r["cache"] == "cold"
+                     and r.get("device_limit_s"))
+        if lim:
+            series.append({"label": "device limit (random 4 KiB, QD32)", "x": [p[0] for p in lim],
+                           "y": [p[1] for p in lim], "style": "k--"})
+        rb = mine[0].get("row_bytes")
+        panels.append({"title": f"{lay} ({rb} B rows), {mine[0]['rows']:,} rows"
+                       if rb else lay, "series": series})
+    if panels:
+        files.append(plot_lines(os.path.join(outdir, "gather-batch.png"), panels,
+                                "batch size (ids per gather)", "rows gathered per second",
+                                "Row gather throughput against batch size (median of trials)"))
+    th = [r for r in report["results"] if r.get("sweep") == "io_threads"]
+    if th:
+        panels = []
+        for lay in dict.fromkeys(r["layout"] for r in th):
+            mine = sorted((r for r in th if r["layout"] == lay), key=lambda r: r["io_threads"])
+            xs = [r["io_threads"] for r in mine]
+            series = [{"label": "featurestore, cold", "x": xs, "y": [r["rows_per_s"] for r in mine]}]
+            for key, lab in (("device_limit_qd1_s", "device limit at QD1"),
+                             ("device_limit_s", "device limit at QD32")):
+                if key in mine[0]:
+                    series.append({"label": lab, "x": [xs[0], xs[-1]],
+                                   "y": [mine[0]["batch"] / mine[0][key]] * 2, "style": "--"})
+            panels.append({"title": f"{lay}, {mine[0]['batch']:,} random ids of "
+                           f"{mine[0]['rows']:,}", "series": series})
+        files.append(plot_lines(os.path.join(outdir, "gather-threads.png"), panels,
+                                "reads in flight (io_threads)", "rows gathered per second",
+                                "Cold gathers against reads in flight", logy=True))
+    return files
+
+
+# -- sample ----------------------------------------------------------------------------------
+def _sample_md(report: dict) -> str:
+    from .sample_bench import table
+
+    return table(report)
+
+
+def _sample_plots(report: dict, outdir: str) -> list[str]:
+    ok = [r for r in report["results"] if "batches_per_s" in r]
+    if not ok:
+        return []
+    o = report["options"]
+    files = [plot_bars(os.path.join(outdir, "sample-throughput.png"), [r["peer"] for r in ok],
+                       {"seeds/s": [r["seeds_per_s"] for r in ok],
+                        "sampled edges/s": [r["edges_per_s"] for r in ok]},
+                       "per second (log scale)",
+                       f"Neighbour sampling, fanouts {o['fanouts']}, batch {o['batch_size']} "
+                       f"({o['num_nodes']:,} nodes, {o['num_edges']:,} edges)", logy=True)]
+    st = [r for r in ok if r.get("stage_ms")]
+    if st:
+        names = list(dict.fromkeys(k for r in st for k in r["stage_ms"]))
+        files.append(plot_stacked(os.path.join(outdir, "sample-stages.png"),
+                                  [r["peer"] for r in st],
+                                  {n: [r["stage_ms"].get(n, 0.0) for r in st] for n in names},
+                                  "milliseconds per batch (median)",
+                                  "Time per pipeline stage: sample, then gather the features"))
+    return files
+
+
+# -- loader ----------------------------------------------------------------------------------
+LOADER_ROWS = [("ours_sampler", "ours: sampler alone"), ("pyg_sampler", "PyG: sampler alone"),
+               ("ours_loader", "ours: loader, features in RAM"),
+               ("pyg_loader", "PyG NeighborLoader, features in RAM"),
+               ("ooc_ours", "ours: loader, fp16x768 on disk under memcap"),
+               ("ooc_pyg", "PyG NeighborLoader, fp16x768 in RAM")]
+
+
+def _loader_entries(report: dict) -> list[tuple[str, dict]]:
+    rep = report["results"]
+    out = [(name, rep[key]) for key, name in LOADER_ROWS if isinstance(rep.get(key), dict)]
+    dgl = rep.get("dgl")
+    if isinstance(dgl, dict):
+        for r in dgl.get("results", []):
+            out.append((f"DGL {r.get('mode')}", {
+                "batches_per_s": r.get("batches_per_s"), "seeds_per_s": r.get("seeds_per_s"),
+                "edges_per_batch": r.get("sampled_edges_per_batch"), "batches": r.get("batches"),
+                **({"error": r["error"]} if "error" in r else {})}))
+        if "skipped" in dgl or "error" in dgl:
+            out.append(("DGL", {"error": dgl.get("skipped") or dgl.get("error")}))
+    if isinstance(rep.get("pyg"), dict) and "skipped" in rep["pyg"]:
+        out.append(("PyG", {"error": "not installed: " + rep["pyg"]["skipped"]}))
+    return out
+
+
+def _loader_md(report: dict) -> str:
+    rep = report["results"]
+    rows = []
+    for name, r in _loader_entries(report):
+        if r.get("error") or not r.get("batches_per_s"):
+            rows.append([name, None, None, None, None, str(r.get("error", ""))[-200:]])
+            continue
+        rows.append([name, f"{r['batches_per_s']:.2f}", fmt_rate(r.get("seeds_per_s")),
+                     f"{r.get('edges_per_batch') or 0:,.0f}", r.get("batches"),
+                     r.get("memcap", "")])
+    head = (f"Loader: {rep.get('nodes', 0):,} nodes, {rep.get('edges', 0):,} edges, fanouts "
+            f"{rep.get('fanouts')}, batch {rep.get('batch_size')}.\n\n")
+    return head + md_table(["loader", "batches/s", "seeds/s", "edges/batch", "batches timed",
+                            "memory cap / note"], rows)
+
+
+def _loader_plots(report: dict, outdir: str) -> list[str]:
+    ok = [(n, r) for n, r in _loader_entries(report) if r.get("batches_per_s")]
+    if not ok:
+        return []
+    return [plot_bars(os.path.join(outdir, "loader-throughput.png"), [n.replace(", ", ",\n", 1)
+                      .replace(": ", ":\n", 1) for n, _ in ok],
+                      {"batches/s": [r["batches_per_s"] for _, r in ok]}, "batches per second",
+                      "Sampler and loader throughput (higher is better)")]
+
+
+# -- preprocess ------------------------------------------------------------------------------
+def _gib(b) -> str:
+    return f"{b / 2**30:.2f} GiB" if b else ""
+
+
+def _preprocess_md(report: dict) -> str:
+    res = report["results"]
+    rows = []
+    e = res.get("edges")
+    if isinstance(e, dict) and "ours" in e:
+        t = statistics.median(r["seconds"] for r in e["ours"])
+        gb = statistics.median(r["gb_read"] for r in e["ours"])
+        rows.append(["COO -> CSC (ours, out of core)", f"{e['edges']:,} edges", f"{t:.2f}",
+                     fmt_rate(e["edges"] / t), f"{gb / t:.2f}", _gib(e.get("ours_peak_anon")),
+                     e.get("memcap") or ""])
+        if e.get("scipy"):
+            ts = statistics.median(r["seconds"] for r in e["scipy"])
+            rows.append(["COO -> CSC (scipy tocsc, in RAM)", f"{e['edges']:,} edges",
+                         f"{ts:.2f}", fmt_rate(e["edges"] / ts), None,
+                         _gib(e.get("scipy_peak_anon")), ""])
+    f = res.get("features")
+    if isinstance(f, dict) and "runs" in f:
+        t = statistics.median(r["seconds"] for r in f["runs"])
+        rows.append(["features fp32 -> fp16 store", f"{f['rows']:,} x {f['dim']}", f"{t:.2f}",
+                     fmt_rate(f["rows"] / t) + " rows", f"{f['gb_per_s']:.2f}",
+                     _gib(f.get("peak_anon")), f.get("memcap") or ""])
+    for k, v in res.items():
+        if isinstance(v, dict) and "error" in v:
+            rows.append([k, None, None, None, None, None, v["error"][-200:]])
+    return md_table(["step", "size", "median s", "per second", "GB/s read", "peak anon memory",
+                     "memory cap / note"], rows)
+
+
+def _preprocess_plots(report: dict, outdir: str) -> list[str]:
+    e = report["results"].get("edges")
+    if not (isinstance(e, dict) and e.get("ours")):
+        return []
+    phases = {}
+    for k in e["ours"][0].get("phases", {}):
+        phases[k.replace("_seconds", "")] = [statistics.median(r["phases"][k] for r in e["ours"])]
+    labels = ["ours (out of core)"]
+    if e.get("scipy"):
+        labels.append("scipy tocsc (in RAM)")
+        for k in phases:
+            phases[k].append(0.0)
+        phases["scipy tocsc"] = [0.0] * (len(labels) - 1) + [
+            statistics.median(r["seconds"] for r in e["scipy"])]
+    return [plot_stacked(os.path.join(outdir, "preprocess-stages.png"), labels, phases,
+                         "seconds (median)", f"COO -> CSC of {e['edges']:,} edges: time per stage")]
+
+
+# -- dispatch --------------------------------------------------------------------------------
+_MD = {"device": lambda r: _device_md(r["results"]), "gather": _gather_md, "sample": _sample_md,
+       "loader": _loader_md, "preprocess": _preprocess_md}
+_PLOTS = {"gather": _gather_plots, "sample": _sample_plots, "loader": _loader_plots,
+          "preprocess": _preprocess_plots}
+
+
+def markdown(report: dict) -> str:
+    """The markdown table(s) of one benchmark's report."""
+    return _MD[report["benchmark"]](report)
+
+
+def plots(report: dict, outdir: str) -> list[str]:
+    """Draw the charts of one benchmark's report into ``outdir``; the files written."""
+    fn = _PLOTS.get(report["benchmark"])
+    if fn is None:
+        return []
+    os.makedirs(outdir, exist_ok=True)
+    return fn(report, outdir)
+
+
+# -- peers -----------------------------------------------------------------------------------
+def peer_ratios(reports: dict[str, dict]) -> list[dict]:
+    """Ours against every peer measured in the same run: ``{workload, peer, ours, theirs,
+    unit, ratio}`` with ratio > 1 when ours is faster."""
+    out = []
+    g = reports.get("gather")
+    if g:
+        rows = [r for r in g["results"] if "sweep" not in r]
+        for r in rows:
+            if r["method"] == "featurestore":
+                continue
+            mine = next(x for x in rows if x["method"] == "featurestore" and x["cache"] == r["cache"]
+                        and x["batch"] == r["batch"] and x["layout"] == r["layout"])
+            out.append({"workload": f"gather {r['batch']:,} ids, {r['layout']}, {r['cache']}",
+                        "peer": r["method"], "ours": mine["rows_per_s"],
+                        "theirs": r["rows_per_s"], "unit": "rows/s",
+                        "ratio": mine["rows_per_s"] / r["rows_per_s"]})
+    s = reports.get("sample")
+    if s:
+        mine = next((r for r in s["results"] if r["peer"] == "featurestore"), None)
+        for r in s["results"]:
+            if r["peer"] == "featurestore" or mine is None:
+                continue
+            out.append({"workload": "sampling alone", "peer": r.get("impl", r["peer"]),
+                        "ours": mine["batches_per_s"], "theirs": r.get("batches_per_s"),
+                        "unit": "batches/s", "ratio": r.get("ours_over_peer"),
+                        "status": r.get("status")})
+    ld = reports.get("loader")
+    if ld:
+        rep = ld["results"]
+        pairs = [("ours_loader", "pyg_loader", "loader, features in RAM", "PyG NeighborLoader"),
+                 ("ooc_ours", "ooc_pyg", "loader, fp16x768 (ours on disk under memcap, peer in RAM)",
+                  "PyG NeighborLoader")]
+        for a, b, what, peer in pairs:
+            ra, rb = rep.get(a) or {}, rep.get(b) or {}
+            if ra.get("batches_per_s") and rb.get("batches_per_s"):
+                out.append({"workload": what, "peer": peer, "ours": ra["batches_per_s"],
+                            "theirs": rb["batches_per_s"], "unit": "batches/s",
+                            "ratio": ra["batches_per_s"] / rb["batches_per_s"]})
+        dgl = rep.get("dgl") or {}
+        ours = rep.get("ours_loader") or {}
+        for r in dgl.get("results", []):
+            if r.get("batches_per_s") and ours.get("batches_per_s") and r.get("mode") != "sampler":
+                out.append({"workload": "loader, features in RAM", "peer": f"DGL {r['mode']}",
+                            "ours": ours["batches_per_s"], "theirs": r["batches_per_s"],
+                            "unit": "batches/s", "ratio": ours["batches_per_s"] / r["batches_per_s"]})
+    p = reports.get("preprocess")
+    if p:
+        e = p["results"].get("edges") or {}
+        if e.get("scipy_edges_per_s") and e.get("ours_edges_per_s"):
+            out.append({"workload": f"COO -> CSC, {e['edges']:,} edges", "peer": "scipy tocsc",
+                        "ours": e["ours_edges_per_s"], "theirs": e["scipy_edges_per_s"],
+                        "unit": "edges/s", "ratio": e["ours_edges_per_s"] / e["scipy_edges_per_s"]})
+    return out
+
+
+def peer_table(ratios: list[dict]) -> str:
+    """The markdown table of :func:`peer_ratios`."""
+    return md_table(["workload", "peer", "ours", "peer's", "unit", "ours / peer"],
+                    [[r["workload"], r["peer"], fmt_rate(r["ours"]),
+                      fmt_rate(r["theirs"]) if r.get("theirs") else r.get("status"), r["unit"],
+                      f"{r['ratio']:.2f}x" if r.get("ratio") else None] for r in ratios])

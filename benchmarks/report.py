@@ -1,0 +1,260 @@
+"""What every benchmark report shares: the machine, trial statistics, JSON, markdown, charts.
+
+A report is a plain dict, written as JSON::
+
+    {"benchmark": "sample", "machine": machine_info(), "options": {...}, "results": [...]}
+
+Every result row keeps its individual trial times (``"trials"``) beside their median, so that a
+reader can judge the spread. Charts are drawn with matplotlib (the ``bench`` extra) on the
+non-interactive Agg backend; each has labelled axes with units.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import time
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["machine_info", "timed_trials", "md_table", "write_json", "fmt_rate", "plot_lines",
+           "plot_bars", "plot_stacked"]
+
+
+def _version(mod: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(mod)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _fio_version() -> str | None:
+    if shutil.which("fio") is None:
+        return None
+    try:
+        return subprocess.run(["fio", "--version"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _mem_total_gib() -> float | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def machine_info(path: str | None = None) -> dict:
+    """The machine, the versions of every package a benchmark may touch, and the load.
+
+    Parameters
+    ----------
+    path
+        A directory whose file system is named in the report (the store's).
+    """
+    import featurestore as fs
+
+    info = {
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": platform.node(), "platform": platform.platform(), "cpu": _cpu_model(),
+        "cpus": os.cpu_count(), "mem_total_gib": _mem_total_gib(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(), "featurestore": fs.__version__,
+        "fio": _fio_version(),
+    }
+    for mod in ("numpy", "numba", "zarr", "torch", "torch_geometric", "torch_sparse",
+                "pyg_lib", "matplotlib"):
+        info[mod] = _version(mod.replace("_", "-")) or _version(mod)
+    if path is not None:
+        try:
+            st = os.statvfs(path)
+            info["fs_free_gib"] = round(st.f_bavail * st.f_frsize / 2**30, 1)
+            info["fs_path"] = os.path.abspath(path)
+        except OSError:
+            pass
+    return info
+
+
+def timed_trials(fn: Callable[[], object], trials: int, warmup: int = 1) -> tuple[float, list[float]]:
+    """Call ``fn`` ``warmup`` times untimed, then ``trials`` times; the median and all times."""
+    if trials < 1:
+        raise ValueError(f"Expected trials >= 1. Got {trials} instead.")
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(trials):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), times
+
+
+def fmt_rate(x: float | None, unit: str = "") -> str:
+    """``1234567 -> '1.23M'``: three significant digits with a k/M/G suffix."""
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return ""
+    for div, suf in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suf}{unit}"
+    return f"{x:.3g}{unit}"
+
+
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A GitHub markdown table; ``None`` cells print empty."""
+    def cell(v):
+        return "" if v is None else str(v).replace("|", "\\|")
+
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def write_json(report: dict, path: str) -> str:
+    """Write ``report`` to ``path`` atomically (temporary name, then rename)."""
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1, default=_jsonable)
+        f.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _jsonable(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+# -- charts ----------------------------------------------------------------------------------
+def _null_locator():
+    from matplotlib.ticker import NullLocator
+
+    return NullLocator()
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_lines(path: str, panels: Sequence[dict], xlabel: str, ylabel: str, title: str,
+               logx: bool = True, logy: bool = True, data_xticks: bool = True) -> str:
+    """One chart with a panel per entry of ``panels``.
+
+    Each panel is ``{"title": str, "series": [{"label", "x", "y", "style"?}]}``; ``style``
+    is a matplotlib format string (``"--"`` for limits). ``data_xticks`` labels the x axis
+    at the data's x values (``1k``, ``30k``) instead of powers of ten.
+    """
+    plt = _plt()
+    n = max(1, len(panels))
+    fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 4.6), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        for s in panel["series"]:
+            if len(s["x"]) == 0:
+                continue
+            ax.plot(s["x"], s["y"], s.get("style", "-o"), label=s["label"], markersize=4,
+                    linewidth=1.6 if s.get("style", "-o") != "--" else 1.2)
+        if logx:
+            ax.set_xscale("log")
+        if data_xticks:
+            xs = sorted({float(x) for s in panel["series"] if s.get("style") != "--"
+                         for x in s["x"]})
+            if xs:
+                ax.set_xticks(xs, [fmt_rate(x) for x in xs])
+                ax.xaxis.set_minor_locator(_null_locator())
+        if logy:
+            ax.set_yscale("log")
+        ax.set_title(panel["title"], fontsize=10)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_bars(path: str, labels: Sequence[str], groups: dict[str, Sequence[float | None]],
+              ylabel: str, title: str, logy: bool = False) -> str:
+    """Grouped bars: one group per label, one bar per key of ``groups`` (None: no bar)."""
+    plt = _plt()
+    k = max(1, len(groups))
+    x = np.arange(len(labels))
+    w = 0.8 / k
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(labels) * max(1, k / 2)), 4.6))
+    for i, (name, vals) in enumerate(groups.items()):
+        v = np.array([np.nan if y is None else y for y in vals], dtype=float)
+        bars = ax.bar(x + (i - (k - 1) / 2) * w, np.nan_to_num(v), w, label=name)
+        for b, y in zip(bars, v):
+            if np.isfinite(y):
+                ax.annotate(fmt_rate(y), (b.get_x() + b.get_width() / 2, b.get_height()),
+                            ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, labels, fontsize=8)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, axis="y", alpha=0.3)
+    if k > 1:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_stacked(path: str, labels: Sequence[str], stages: dict[str, Sequence[float]],
+                 xlabel: str, title: str) -> str:
+    """Horizontal stacked bars: time per stage (``stages[name][i]`` for ``labels[i]``)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8.0, 1.2 + 0.6 * len(labels)))
+    left = np.zeros(len(labels))
+    for name, vals in stages.items():
+        v = np.array(vals, dtype=float)
+        ax.barh(labels, v, left=left, label=name)
+        left += v
+    for i, tot in enumerate(left):
+        ax.annotate(f"{tot:.3g}", (tot, i), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=11)
+    ax.invert_yaxis()
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
