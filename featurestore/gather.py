@@ -62,14 +62,6 @@ def check_out(out, n: int, row_shape: tuple, dtype: np.dtype, what: str) -> np.n
     return o
 
 
-def _word_view(a: np.ndarray, row_bytes: int) -> np.ndarray:
-    """A 2-D view of ``a`` with rows of the widest word that divides ``row_bytes``."""
-    for w in (8, 4, 2, 1):
-        if row_bytes % w == 0:
-            return a.reshape(-1).view(np.uint8).view(f"u{w}").reshape(-1, row_bytes // w)
-    raise AssertionError
-
-
 class LocalRows:
     """Rows of a local uncompressed single-shard file."""
 
@@ -102,7 +94,6 @@ class LocalRows:
         self._mm = mmap.mmap(self._fd, lay.data_bytes, prot=mmap.PROT_READ)
         self._map = np.frombuffer(self._mm, dtype=lay.dtype, count=int(np.prod(lay.shape)))
         self._map = self._map.reshape(lay.shape)
-        self._words = _word_view(self._map, lay.row_bytes)
         self._base = self._map.ctypes.data
 
     def array(self) -> np.ndarray:
@@ -125,17 +116,15 @@ class LocalRows:
             return "none"
         if read_path == "auto":
             read_path = "mmap" if self.resident_share(ids) >= RESIDENT_SHARE else "pread"
-        rb = self.layout.row_bytes
         if read_path == "mmap":
-            K.copy_rows(self._words, ids, _word_view(out, rb))
+            K.copy_rows(self._map, ids, out)
             return "mmap"
         rows, inv = np.unique(ids, return_inverse=True)
         direct = rows.size == ids.size and bool(np.all(inv == np.arange(ids.size)))
         stage = out if direct else np.empty((rows.size,) + self.layout.shape[1:], out.dtype)
         self._pread_into(rows, stage)
         if not direct:
-            K.copy_rows(_word_view(stage, rb), inv.astype(np.int64, copy=False),
-                          _word_view(out, rb))
+            K.copy_rows(stage, inv.astype(np.int64, copy=False), out)
         return "pread"
 
     def _pread_into(self, rows: np.ndarray, stage: np.ndarray) -> None:
@@ -181,7 +170,7 @@ class LocalRows:
         if self._pool is not None and self._pool_pid == os.getpid():
             self._pool.shutdown(wait=True)
         self._pool = None
-        self._map = self._words = None
+        self._map = None
         if self._mm is not None:
             try:
                 self._mm.close()

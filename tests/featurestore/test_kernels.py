@@ -35,15 +35,19 @@ def test_id_range(values):
     assert K.id_range(a) == (a.min(), a.max())
 
 
-@pytest.mark.parametrize("row_bytes", [2, 6, 12, 1536])
-def test_gather_rows_any_width(row_bytes):
+@pytest.mark.parametrize("row_bytes", [1, 2, 6, 12, 1536])
+@pytest.mark.parametrize("ids_dtype", [np.int64, np.int32, np.uint32])
+def test_gather_rows_any_width(row_bytes, ids_dtype):
     rng = np.random.default_rng(0)
     src = rng.integers(0, 255, (300, row_bytes), dtype=np.uint8)
-    ids = rng.integers(0, 300, 1000)
-    for kernel in (K.gather_rows, K.gather_rows_serial, K.copy_rows):
-        out = np.empty((1000, row_bytes), np.uint8)
-        kernel(src, ids, out)
+    ids = rng.integers(0, 300, 1000).astype(ids_dtype)
+    for kernel in (K.gather_rows, K.gather_rows_serial):
+        out = np.zeros((1000, row_bytes), np.uint8)
+        kernel(src.ctypes.data, row_bytes, ids, out.ctypes.data)
         np.testing.assert_array_equal(out, src[ids])
+    out = np.zeros((1000, row_bytes), np.uint8)
+    K.copy_rows(src, ids, out)
+    np.testing.assert_array_equal(out, src[ids])
 
 
 def test_pread_and_residency(tmp_path):
