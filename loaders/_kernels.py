@@ -21,72 +21,146 @@ from ._rng import mix, next_below, node_state
 #: up to this many draws, Floyd's membership test scans the draws made so far.
 SCAN_LIMIT = 64
 
+#: frontiers (and edge counts) below this run in the serial twin of a kernel.
+PARALLEL_MIN = 4096
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _count_one(indptr, frontier, fanout, replace, start, deg, counts, i):
+    v = frontier[i]
+    s0 = np.int64(indptr[v])
+    d = np.int64(indptr[v + 1]) - s0
+    start[i] = s0
+    deg[i] = d
+    if fanout < 0:
+        c = d
+    elif replace:
+        c = np.int64(fanout) if d > 0 else np.int64(0)
+    else:
+        c = min(np.int64(fanout), d)
+    counts[i + 1] = c
+
 
 @numba.njit(nogil=True, parallel=True, cache=True)
-def sample_counts(indptr, frontier, fanout, replace):
-    """Offsets (length ``len(frontier) + 1``) of each destination's sampled edges."""
-    n = frontier.shape[0]
-    counts = np.empty(n + 1, np.int64)
+def _counts_par(indptr, frontier, fanout, replace, start, deg, counts):
+    for i in numba.prange(frontier.shape[0]):
+        _count_one(indptr, frontier, fanout, replace, start, deg, counts, i)
+
+
+@numba.njit(nogil=True, cache=True)
+def _counts_ser(indptr, frontier, fanout, replace, start, deg, counts):
+    for i in range(frontier.shape[0]):
+        _count_one(indptr, frontier, fanout, replace, start, deg, counts, i)
+
+
+def sample_counts(indptr, frontier, fanout, replace, start, deg):
+    """Offsets (length ``len(frontier) + 1``) of each destination's sampled edges.
+
+    Also fills ``start`` and ``deg`` (each destination's CSC range) for :func:`sample_fill`,
+    so that ``indptr`` is read once. Small frontiers run serially (a parallel region costs
+    more than it saves there).
+    """
+    counts = np.empty(frontier.shape[0] + 1, np.int64)
     counts[0] = 0
-    for i in numba.prange(n):
-        v = frontier[i]
-        d = np.int64(indptr[v + 1] - indptr[v])
-        if fanout < 0:
-            c = d
-        elif replace:
-            c = np.int64(fanout) if d > 0 else np.int64(0)
-        else:
-            c = min(np.int64(fanout), d)
-        counts[i + 1] = c
-    return np.cumsum(counts)
+    fn = _counts_par if frontier.shape[0] >= PARALLEL_MIN else _counts_ser
+    fn(indptr, frontier, fanout, replace, start, deg, counts)
+    return np.cumsum(counts, out=counts)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _fill_one(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst, i):
+    o = offsets[i]
+    c = offsets[i + 1] - o
+    if c == 0:
+        return
+    start = starts[i]
+    d = degs[i]
+    for j in range(c):
+        dst[o + j] = i
+    if fanout < 0 or (not replace and c >= d):
+        for j in range(c):
+            eid[o + j] = start + j
+    elif replace:
+        state = node_state(key, i)
+        for j in range(c):
+            state, t = next_below(state, d)
+            eid[o + j] = start + t
+    elif c <= SCAN_LIMIT:  # Floyd, linear membership scan over the draws so far
+        state = node_state(key, i)
+        m = 0
+        for jj in range(d - c, d):
+            state, t = next_below(state, jj + 1)
+            for q in range(m):
+                if eid[o + q] == start + t:
+                    t = jj
+                    break
+            eid[o + m] = start + t
+            m += 1
+    else:  # Floyd with a bitmap
+        state = node_state(key, i)
+        seen = np.zeros(d, np.bool_)
+        m = 0
+        for jj in range(d - c, d):
+            state, t = next_below(state, jj + 1)
+            if seen[t]:
+                t = jj
+            seen[t] = True
+            eid[o + m] = start + t
+            m += 1
+    for j in range(c):
+        src[o + j] = indices[eid[o + j]]
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
-def sample_fill(indptr, indices, frontier, fanout, replace, key, offsets, src, eid, dst):
-    """Fill ``src`` (global source id), ``eid`` (position in ``indices``), ``dst`` (frontier index)."""
-    n = frontier.shape[0]
-    for i in numba.prange(n):
-        o = offsets[i]
-        c = offsets[i + 1] - o
-        if c == 0:
-            continue
-        v = frontier[i]
-        start = np.int64(indptr[v])
-        d = np.int64(indptr[v + 1]) - start
-        for j in range(c):
-            dst[o + j] = i
-        if fanout < 0 or (not replace and c >= d):
-            for j in range(c):
-                eid[o + j] = start + j
-        elif replace:
-            state = node_state(key, i)
-            for j in range(c):
-                state, t = next_below(state, d)
-                eid[o + j] = start + t
-        elif c <= SCAN_LIMIT:  # Floyd, linear membership scan over the draws so far
-            state = node_state(key, i)
-            m = 0
-            for jj in range(d - c, d):
-                state, t = next_below(state, jj + 1)
-                for q in range(m):
-                    if eid[o + q] == start + t:
-                        t = jj
-                        break
-                eid[o + m] = start + t
-                m += 1
-        else:  # Floyd with a bitmap
-            state = node_state(key, i)
-            seen = np.zeros(d, np.bool_)
-            m = 0
-            for jj in range(d - c, d):
-                state, t = next_below(state, jj + 1)
-                if seen[t]:
-                    t = jj
-                seen[t] = True
-                eid[o + m] = start + t
-                m += 1
-        for j in range(c):
-            src[o + j] = indices[eid[o + j]]
+def _fill_par(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst):
+    for i in numba.prange(starts.shape[0]):
+        _fill_one(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst, i)
+
+
+@numba.njit(nogil=True, cache=True)
+def _fill_ser(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst):
+    for i in range(starts.shape[0]):
+        _fill_one(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst, i)
+
+
+def sample_fill(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst):
+    """Fill ``src`` (global source id), ``eid`` (position in ``indices``), ``dst`` (frontier
+    index) for every destination whose CSC range is ``starts``/``degs``."""
+    fn = _fill_par if src.shape[0] >= PARALLEL_MIN else _fill_ser
+    fn(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst)
+
+
+@numba.njit(nogil=True, cache=True)
+def dedup_direct(src, local_of, nodes, count, local):
+    """:func:`dedup` with a dense ``local_of`` array (``-1`` = unseen) instead of a hash table."""
+    for e in range(src.shape[0]):
+        g = src[e]
+        v = local_of[g]
+        if v < 0:
+            local_of[g] = count
+            nodes[count] = g
+            local[e] = count
+            count += 1
+        else:
+            local[e] = v
+    return count
+
+
+@numba.njit(nogil=True, cache=True)
+def seeds_direct(seeds, local_of, nodes):
+    """:func:`insert_seeds` with a dense ``local_of`` array."""
+    for i in range(seeds.shape[0]):
+        g = seeds[i]
+        nodes[i] = g
+        if local_of[g] < 0:
+            local_of[g] = i
+    return seeds.shape[0]
+
+
+@numba.njit(nogil=True, cache=True)
+def clear_direct(local_of, nodes, count):
+    for i in range(count):
+        local_of[nodes[i]] = -1
 
 
 @numba.njit(nogil=True, cache=True, inline="always")

@@ -172,31 +172,61 @@ class CSCGraph:
         return graph if isinstance(graph, CSCGraph) else cls.from_store(graph)
 
 
-class _Table:
-    """Per node type: the growing node list and the id -> local id hash table."""
+#: node types up to this many bytes of int32 map ids to local ids with a dense array
+#: (one memory access per sampled edge); larger ones use a hash table sized to the batch.
+DIRECT_MAP_BYTES = 64 << 20
 
-    def __init__(self, cap: int = 1 << 12):
+
+class _Table:
+    """Per node type: the growing node list and the global id -> local id map."""
+
+    def __init__(self, num_nodes: int, cap: int = 1 << 12):
         self.nodes = np.empty(cap, np.int64)
-        self.slots = np.empty(cap, np.int64)
-        self.keys = np.full(2 * cap, -1, np.int64)
-        self.vals = np.empty(2 * cap, np.int64)
         self.count = 0
+        self.direct = num_nodes * 4 <= DIRECT_MAP_BYTES
+        if self.direct:
+            self.local_of = np.full(num_nodes, -1, np.int32)
+        else:
+            self.slots = np.empty(cap, np.int64)
+            self.keys = np.full(2 * cap, -1, np.int64)
+            self.vals = np.empty(2 * cap, np.int64)
 
     def reserve(self, need: int) -> None:
         if need > self.nodes.shape[0]:
             cap = 1 << int(need - 1).bit_length()
-            for name in ("nodes", "slots"):
+            for name in ("nodes",) if self.direct else ("nodes", "slots"):
                 new = np.empty(cap, np.int64)
                 new[: self.count] = getattr(self, name)[: self.count]
                 setattr(self, name, new)
-        if 2 * need > self.keys.shape[0]:
+        if not self.direct and 2 * need > self.keys.shape[0]:
             cap = 1 << int(2 * need - 1).bit_length()
             self.keys = np.full(cap, -1, np.int64)
             self.vals = np.empty(cap, np.int64)
             K.rehash(self.nodes, self.count, self.keys, self.vals, self.slots)
 
+    def insert_seeds(self, seeds: np.ndarray) -> None:
+        self.reserve(seeds.shape[0])
+        if self.direct:
+            self.count = K.seeds_direct(seeds, self.local_of, self.nodes)
+        else:
+            self.count = K.insert_seeds(seeds, self.keys, self.vals, self.nodes, self.slots)
+
+    def dedup(self, src: np.ndarray) -> np.ndarray:
+        """Local ids of ``src``, appending the unseen ones."""
+        self.reserve(self.count + src.shape[0])
+        local = np.empty(src.shape[0], np.int64)
+        if self.direct:
+            self.count = K.dedup_direct(src, self.local_of, self.nodes, self.count, local)
+        else:
+            self.count = K.dedup(src, self.keys, self.vals, self.nodes, self.slots, self.count,
+                                 local)
+        return local
+
     def reset(self) -> None:
-        K.clear(self.keys, self.slots, self.count)
+        if self.direct:
+            K.clear_direct(self.local_of, self.nodes, self.count)
+        else:
+            K.clear(self.keys, self.slots, self.count)
         self.count = 0
 
 
@@ -237,7 +267,7 @@ class NeighborSampler:
     def _tables(self) -> dict[str, _Table]:
         t = getattr(self._local, "tables", None)
         if t is None:
-            t = self._local.tables = {nt: _Table() for nt in self.graph.node_types}
+            t = self._local.tables = {nt: _Table(n) for nt, n in self.graph.num_nodes.items()}
         return t
 
     def sample(self, seeds, seed_type: str | None = None, *, seed: int = 0, epoch: int = 0,
@@ -264,9 +294,7 @@ class NeighborSampler:
         g, fan, L = self.graph, self.fanouts.per_etype, self.fanouts.num_layers
         tables = self._tables()
         try:
-            st = tables[seed_type]
-            st.reserve(seeds.shape[0])
-            st.count = K.insert_seeds(seeds, st.keys, st.vals, st.nodes, st.slots)
+            tables[seed_type].insert_seeds(seeds)
             hop = {t: [tables[t].count] for t in g.node_types}
             lo = {t: 0 for t in g.node_types}
             parts = {et: ([], [], []) for et in g.edge_types}
@@ -280,17 +308,16 @@ class NeighborSampler:
                         continue
                     indptr, indices = g.csc[et]
                     front = tables[et.dst].nodes[a:b]
-                    offsets = K.sample_counts(indptr, front, f, self.replace)
+                    starts = np.empty(b - a, np.int64)
+                    degs = np.empty(b - a, np.int64)
+                    offsets = K.sample_counts(indptr, front, f, self.replace, starts, degs)
                     m = int(offsets[-1])
                     src = np.empty(m, np.int64)
                     eid = np.empty(m, np.int64)
                     dst = np.empty(m, np.int64)
                     k = np.uint64(layer_key(key, layer, e_idx))
-                    K.sample_fill(indptr, indices, front, f, self.replace, k, offsets, src, eid, dst)
-                    ts = tables[et.src]
-                    ts.reserve(ts.count + m)
-                    row = np.empty(m, np.int64)
-                    ts.count = K.dedup(src, ts.keys, ts.vals, ts.nodes, ts.slots, ts.count, row)
+                    K.sample_fill(starts, degs, indices, f, self.replace, k, offsets, src, eid, dst)
+                    row = tables[et.src].dedup(src)
                     dst += a
                     nse[et][layer] = m
                     parts[et][0].append(row)

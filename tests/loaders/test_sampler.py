@@ -70,9 +70,23 @@ def check_invariants(g: CSCGraph, sub, fanouts: Fanouts, replace: bool, seeds) -
 FANOUTS = [[15, 10, 5], [-1, 3], [100, 70], [2, 2, 2, 2], [0, 4]]
 
 
+@pytest.fixture(params=["direct-serial", "hash-parallel"])
+def kernel_mode(request, monkeypatch):
+    """Both id maps (dense array, hash table) and both kernel twins (serial, parallel)."""
+    import loaders._kernels as K
+    import loaders.sampler as S
+
+    if request.param == "hash-parallel":
+        monkeypatch.setattr(S, "DIRECT_MAP_BYTES", 0)
+        monkeypatch.setattr(K, "PARALLEL_MIN", 1)
+    else:
+        monkeypatch.setattr(K, "PARALLEL_MIN", 1 << 62)
+    return request.param
+
+
 @pytest.mark.parametrize("replace", [False, True])
 @pytest.mark.parametrize("fan", FANOUTS)
-def test_homogeneous_matches_reference_and_graph(skewed_graph, fan, replace):
+def test_homogeneous_matches_reference_and_graph(skewed_graph, fan, replace, kernel_mode):
     g = skewed_graph
     seeds = np.r_[np.arange(5), np.random.default_rng(0).choice(np.arange(5, 600), 59, replace=False)]
     s = NeighborSampler(g, fan, replace=replace)
@@ -83,7 +97,7 @@ def test_homogeneous_matches_reference_and_graph(skewed_graph, fan, replace):
 
 
 @pytest.mark.parametrize("replace", [False, True])
-def test_heterogeneous_store(hetero_store, replace):
+def test_heterogeneous_store(hetero_store, replace, kernel_mode):
     fan = {("paper", "cites", "paper"): [6, 3], ("author", "writes", "paper"): [4, 2],
            "rev_writes": [3, 3], "affiliated_with": [1, 1], "rev_affiliated_with": [2, 2]}
     seeds = hetero_store.split("train", "paper")[:100]
@@ -106,7 +120,10 @@ def test_one_list_for_all_relations(hetero_store):
     check_invariants(s.graph, sub, s.fanouts, False, seeds)
 
 
-def test_same_batches_with_one_and_two_threads(skewed_graph):
+def test_same_batches_with_one_and_two_threads(skewed_graph, monkeypatch):
+    import loaders._kernels as K
+
+    monkeypatch.setattr(K, "PARALLEL_MIN", 1)  # the parallel twins, on this small graph
     seeds = np.arange(0, 600, 3)
     out = []
     for threads in (1, 2):
@@ -118,7 +135,7 @@ def test_same_batches_with_one_and_two_threads(skewed_graph):
     assert not same(out[0], other)
 
 
-def test_reused_workspace_gives_fresh_batches(skewed_graph):
+def test_reused_workspace_gives_fresh_batches(skewed_graph, kernel_mode):
     s = NeighborSampler(skewed_graph, [8, 4])
     seeds = np.arange(100, 300)
     a = s.sample(seeds, batch=1)
@@ -127,7 +144,7 @@ def test_reused_workspace_gives_fresh_batches(skewed_graph):
     assert same(a, s.sample(seeds, batch=1))
 
 
-def test_repeated_seeds_stay_in_place(skewed_graph):
+def test_repeated_seeds_stay_in_place(skewed_graph, kernel_mode):
     seeds = np.array([7, 7, 9, 7])
     s = NeighborSampler(skewed_graph, [3])
     sub = s.sample(seeds)
