@@ -11,11 +11,13 @@ import numpy as np
 
 
 @numba.njit(nogil=True, cache=True)
-def count_block(src, dst, num_src, num_dst, counts, drop_self_loops):
-    """``counts[d] += 1`` per edge ``(s, d)``; returns -1, or the index of the first edge with an
-    id outside ``[0, num_src)`` / ``[0, num_dst)`` (then ``counts`` is partly updated).
+def histogram_block(src, dst, num_src, num_dst, shift, hist, drop_self_loops):
+    """``hist[d >> shift] += 1`` per edge ``(s, d)``: edges per bucket of ``2**shift``
+    destinations. Returns -1, or the index of the first edge with an id outside
+    ``[0, num_src)`` / ``[0, num_dst)`` (then ``hist`` is partly updated).
 
-    Self loops (``s == d``) are not counted when ``drop_self_loops``.
+    Self loops (``s == d``) are not counted when ``drop_self_loops``. ``hist`` is small (at
+    most ~2**20 entries), so this pass runs at the speed of reading the input.
     """
     for i in range(src.shape[0]):
         s = src[i]
@@ -24,14 +26,20 @@ def count_block(src, dst, num_src, num_dst, counts, drop_self_loops):
             return i
         if drop_self_loops and s == d:
             continue
-        counts[d] += 1
+        hist[d >> shift] += 1
     return -1
 
 
 @numba.njit(nogil=True, cache=True)
-def scatter_block(src, dst, lo, hi, cursor, out, drop_self_loops):
-    """Place the source of each edge with ``lo <= d < hi`` at ``out[cursor[d - lo]]`` and advance
-    that cursor: a stable counting-sort scatter restricted to one destination range."""
+def partition_block(src, dst, lo, hi, shift, bucket_pos, ts, td, drop_self_loops):
+    """Radix-partition the edges with ``lo <= d < hi`` into buckets of ``2**shift`` destinations.
+
+    Bucket ``b`` holds destinations ``lo + b * 2**shift ...``; its edges go to
+    ``ts``/``td`` at ``bucket_pos[b]`` (advanced): ``ts`` gets the source, ``td`` the
+    destination's offset inside the bucket. Few buckets (hundreds) means few write streams,
+    which is what makes this pass fast where a direct per-destination scatter misses cache.
+    """
+    mask = (1 << shift) - 1
     for i in range(src.shape[0]):
         d = dst[i]
         if d >= lo and d < hi:
@@ -39,74 +47,135 @@ def scatter_block(src, dst, lo, hi, cursor, out, drop_self_loops):
             if drop_self_loops and s == d:
                 continue
             k = d - lo
-            out[cursor[k]] = s
-            cursor[k] += 1
-
-
-@numba.njit(nogil=True, parallel=True, cache=True)
-def sort_segments(out, ends):
-    """Sort ``out[ends[k-1]:ends[k]]`` (``ends[-1]`` read as 0) for every ``k``, in parallel."""
-    for k in numba.prange(ends.shape[0]):
-        a = ends[k - 1] if k > 0 else 0
-        b = ends[k]
-        if b - a > 1:
-            out[a:b].sort()
+            b = k >> shift
+            p = bucket_pos[b]
+            ts[p] = s
+            td[p] = k & mask
+            bucket_pos[b] = p + 1
 
 
 @numba.njit(nogil=True, cache=True)
-def dedupe_segments(out, ends):
-    """Remove repeated ids inside each sorted segment (as in :func:`sort_segments`), compacting
-    ``out`` to the front; ``ends[k]`` becomes segment ``k``'s new length. Returns the new total."""
+def _insertion_sort(a, lo, hi):
+    for i in range(lo + 1, hi):
+        v = a[i]
+        j = i - 1
+        while j >= lo and a[j] > v:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = v
+
+
+@numba.njit(nogil=True, cache=True)
+def _sort_segment(a, lo, hi):
+    if hi - lo <= 24:
+        _insertion_sort(a, lo, hi)
+    else:
+        a[lo:hi].sort()
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def finish_buckets(ts, td, bstart, width, shift, sort, coalesce, counts_out, kept):
+    """Turn a partitioned range (see :func:`partition_block`) into CSC order, in place.
+
+    Bucket ``b`` (``ts``/``td`` at ``bstart[b]:bstart[b+1]``, destinations ``b * 2**shift``
+    on, of ``width`` in the range) is finished in parallel and in cache: count its
+    destinations, counting-sort it by destination in place (American flag sort: each element
+    is swapped straight to its slot, so no buffer is needed whatever the bucket's size),
+    sort each destination's sources (``sort`` or ``coalesce``) and, when ``coalesce``, keep
+    the distinct ones, packed to the front of the bucket. ``counts_out[d]`` gets the number
+    of sources of destination ``d`` kept and ``kept[b]`` the number of values kept in bucket
+    ``b`` (see :func:`pack_buckets`).
+    """
+    nb = bstart.shape[0] - 1
+    for b in numba.prange(nb):
+        g0 = b << shift
+        w = min(1 << shift, width - g0)
+        a = bstart[b]
+        e = bstart[b + 1]
+        off = np.zeros(w + 1, np.int64)
+        for i in range(a, e):
+            off[np.int64(td[i]) + 1] += 1
+        for k in range(w):
+            off[k + 1] += off[k]
+        heads = np.empty(w, np.int64)
+        for k in range(w):
+            heads[k] = a + off[k]
+        for k in range(w):
+            end = a + off[k + 1]
+            while heads[k] < end:
+                i = heads[k]
+                vs = ts[i]
+                vd = np.int64(td[i])
+                while vd != k:
+                    j = heads[vd]
+                    heads[vd] = j + 1
+                    ns = ts[j]
+                    nd = np.int64(td[j])
+                    ts[j] = vs
+                    vs = ns
+                    vd = nd
+                ts[i] = vs
+                heads[k] = i + 1
+        if sort or coalesce:
+            for k in range(w):
+                _sort_segment(ts, a + off[k], a + off[k + 1])
+        if coalesce:
+            wpos = a
+            for k in range(w):
+                lo = a + off[k]
+                hi = a + off[k + 1]
+                start = wpos
+                for i in range(lo, hi):
+                    v = ts[i]
+                    if wpos == start or v != ts[wpos - 1]:
+                        ts[wpos] = v
+                        wpos += 1
+                counts_out[g0 + k] = wpos - start
+            kept[b] = wpos - a
+        else:
+            for k in range(w):
+                counts_out[g0 + k] = off[k + 1] - off[k]
+            kept[b] = e - a
+
+
+@numba.njit(nogil=True, cache=True)
+def pack_buckets(ts, bstart, kept):
+    """Close the gaps coalescing left: bucket ``b``'s first ``kept[b]`` values move to follow
+    bucket ``b - 1``'s. Returns the new total."""
     w = 0
-    a = 0
-    for k in range(ends.shape[0]):
-        b = ends[k]
-        start = w
-        if b > a:
-            out[w] = out[a]
-            w += 1
-            for i in range(a + 1, b):
-                v = out[i]
-                if v != out[w - 1]:
-                    out[w] = v
-                    w += 1
-        ends[k] = w - start
-        a = b
+    for b in range(kept.shape[0]):
+        a = bstart[b]
+        c = kept[b]
+        if a != w:
+            for i in range(c):
+                ts[w + i] = ts[a + i]
+        w += c
     return w
 
 
 @numba.njit(nogil=True, cache=True)
-def plan_ranges(indptr, item_bytes, dst_bytes, limit):
-    """Cut ``[0, n)`` (``n = len(indptr) - 1``) into consecutive destination ranges whose cost
-    ``edges * item_bytes + dsts * dst_bytes`` stays within ``limit``; a single destination
-    over the limit gets a range of its own. Returns the boundaries ``[0, ..., n]``."""
-    n = indptr.shape[0] - 1
-    total = (indptr[n] - indptr[0]) * item_bytes + n * dst_bytes
-    cap = 2 * (total // max(limit, 1)) + 3
+def plan_ranges(cum, item_bytes, limit):
+    """Cut buckets ``[0, n)`` (``cum``: the ``n + 1`` cumulative edge counts) into consecutive
+    ranges of at most ``limit`` bytes at ``item_bytes`` per edge; a single bucket over the
+    limit gets a range of its own. Returns the boundaries ``[0, ..., n]``."""
+    n = cum.shape[0] - 1
+    cap = 2 * ((cum[n] - cum[0]) * item_bytes // max(limit, 1)) + 3
     out = np.empty(cap, np.int64)
     out[0] = 0
     k = 0
     lo = 0
     while lo < n:
         hi = lo + 1
-        # galloping then bisection keeps this O(ranges * log n) on a memory-mapped indptr
-        step = 1
-        while hi + step <= n and (indptr[hi + step] - indptr[lo]) * item_bytes \
-                + (hi + step - lo) * dst_bytes <= limit:
+        step = 1  # galloping, then bisection
+        while hi + step <= n and (cum[hi + step] - cum[lo]) * item_bytes <= limit:
             hi += step
             step *= 2
         while step > 1:
             step //= 2
-            if hi + step <= n and (indptr[hi + step] - indptr[lo]) * item_bytes \
-                    + (hi + step - lo) * dst_bytes <= limit:
+            if hi + step <= n and (cum[hi + step] - cum[lo]) * item_bytes <= limit:
                 hi += step
         k += 1
-        if k >= cap:  # cannot happen with the bound above; keep the kernel total anyway
-            grown = np.empty(cap * 2, np.int64)
-            grown[:cap] = out
-            out = grown
-            cap *= 2
-        out[k] = hi
+        out[k] = hi  # k < cap: every two consecutive ranges hold more than limit bytes
         lo = hi
     return out[:k + 1]
 

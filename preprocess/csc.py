@@ -1,20 +1,22 @@
-"""COO to CSC in a memory budget: the external, bucketed counting sort.
+"""COO to CSC in a memory budget: an external, bucketed radix sort.
 
 The edge list is streamed, never held:
 
-1. **Count.** One pass counts the in-degree of every destination (a numba kernel that also
-   checks every id against the node counts); the prefix sum is ``indptr``.
-2. **Plan.** Destinations are cut into consecutive ranges whose edges (and per-destination
-   cursors) fit the budget, so a range's slice of ``indices`` is built in RAM.
-3. **Scatter.** For each range the input is streamed again and the source of every edge whose
-   destination falls in the range is scattered to its slot (a stable counting sort).
-4. **Finish.** Neighbours are sorted within each destination (parallel), duplicates removed
-   when coalescing, and the slice is appended to the store's ``indices`` in order.
+1. **Histogram.** One pass checks every id against the node counts and counts the edges per
+   bucket of ``2**s0`` destinations (at most ~2**20 buckets: the counters stay in cache, so the
+   pass runs at the speed of reading the input).
+2. **Plan.** Buckets are grouped into consecutive ranges whose edges fit the budget (6 bytes
+   per edge with int32 ids: the source and the destination's offset in its bucket).
+3. **Partition.** For each range the input is streamed again and its edges are radix-
+   partitioned into buckets of destinations (a few hundred to a few thousand write streams).
+4. **Finish.** Each bucket, in cache and in parallel, is counted per destination and
+   counting-sorted in place (American flag sort); neighbours are sorted, duplicates dropped
+   when coalescing. The range's slice of ``indices`` is appended to a scratch file and its
+   destinations' counts to ``indptr``.
 
-The input is read ``1 + number of ranges`` times; the budget decides the number of ranges.
-``indptr`` stays in RAM when it fits a quarter of the budget and in a scratch memory map
-otherwise. Coalescing changes the counts, so its output goes to a scratch file first and is
-copied into the store once the final ``indptr`` is known.
+The input is read ``1 + number of ranges`` times; the budget decides the number of ranges. The
+store's ``indptr`` is written first, so ``indices`` is copied from the scratch file once the
+last range is done (a sequential copy of the output).
 """
 
 from __future__ import annotations
@@ -44,7 +46,15 @@ log = logging.getLogger(__name__)
 
 #: smallest and largest input block (edges) the budget may choose.
 MIN_BLOCK_EDGES = 1 << 16
-MAX_BLOCK_EDGES = 1 << 22
+MAX_BLOCK_EDGES = 1 << 20
+#: at most this many histogram buckets (their counters stay in cache).
+MAX_HIST_BUCKETS = 1 << 20
+#: a partition bucket holds at most 2**16 destinations (offsets fit uint16) and about
+#: BUCKET_EDGES edges, so that finishing it stays in the core's cache; at most MAX_BUCKETS
+#: buckets per range keep the partition pass's write streams few.
+MAX_BUCKET_SHIFT = 16
+BUCKET_EDGES = 1 << 16
+MAX_BUCKETS = 1 << 14
 
 
 def reverse_etype(etype: Sequence[str]) -> EdgeType:
@@ -63,15 +73,21 @@ class CscPlan:
     budget_bytes: int
     block_edges: int
     index_dtype: np.dtype
+    hist_shift: int
     indptr_in_ram: bool
     work_bytes: int
 
     @property
+    def edge_bytes(self) -> int:
+        """Bytes per edge of a range in RAM: the source id and a uint16 bucket offset."""
+        return self.index_dtype.itemsize + 2
+
+    @property
     def est_passes(self) -> int | None:
-        """Input reads: the count pass plus one per destination range (an estimate)."""
+        """Input reads: the histogram pass plus one per range (an estimate)."""
         if self.num_edges is None:
             return None
-        need = self.num_edges * self.index_dtype.itemsize + self.num_dst * 8
+        need = self.num_edges * self.edge_bytes
         return 1 + max(1, -(-need // max(self.work_bytes, 1)))
 
     @property
@@ -81,31 +97,25 @@ class CscPlan:
 
 
 def plan_csc(num_src: int, num_dst: int, num_edges: int | None,
-             budget_bytes: int, coalesce: bool = False) -> CscPlan:
-    """Split ``budget_bytes`` between input blocks, ``indptr`` and the per-range buffers.
-
-    Coalescing keeps a second ``indptr`` (the counts after removing duplicates).
-    """
+             budget_bytes: int) -> CscPlan:
+    """Split ``budget_bytes`` between input blocks, ``indptr`` and the per-range buffers."""
     budget = int(budget_bytes)
     if budget < 16 << 20:
         raise ValueError(f"Expected a memory budget of at least 16 MiB. Got {format_size(budget)}.")
-    block = int(np.clip(budget // 128, MIN_BLOCK_EDGES, MAX_BLOCK_EDGES))
+    block = int(np.clip(budget // 512, MIN_BLOCK_EDGES, MAX_BLOCK_EDGES))
     # int64 conversions of a block (src, dst) may coexist with the raw block: 4 x 8 bytes/edge
     block_mem = 32 * block
+    hist_shift = max(0, (-(-num_dst // MAX_HIST_BUCKETS) - 1).bit_length())
+    hist_mem = 16 * (-(-num_dst >> hist_shift) + 1) if num_dst else 16
     indptr_bytes = (num_dst + 1) * 8
-    copies = 2 if coalesce else 1
-    indptr_in_ram = copies * indptr_bytes <= budget // 4
-    work = budget - block_mem - (copies * indptr_bytes if indptr_in_ram else 0)
+    indptr_in_ram = indptr_bytes <= budget // 4
+    work = budget - block_mem - hist_mem - (indptr_bytes if indptr_in_ram else 0)
     return CscPlan(num_src, num_dst, num_edges, budget, block, fmt.index_dtype(num_src),
-                   indptr_in_ram, max(work, budget // 8))
-
-
-def _parts(source: EdgeSource) -> list[EdgeSource]:
-    return source.parts() if hasattr(source, "parts") else [source]
+                   hist_shift, indptr_in_ram, max(work, budget // 8))
 
 
 class _Scratch:
-    """A scratch directory for memory maps that outgrow the budget; removed on close."""
+    """A scratch directory for files that outgrow the budget; removed on close."""
 
     def __init__(self, tmpdir):
         self.base = tmpdir
@@ -132,25 +142,23 @@ class _Scratch:
             self.path = None
 
 
-def _count(source: EdgeSource, plan: CscPlan, indptr: np.ndarray, drop_self_loops: bool,
-           progress: bool, what: str) -> tuple[int, int]:
-    """Count pass: in-degrees into ``indptr[1:]`` (checking ids), then the prefix sum."""
-    counts = indptr[1:]
+def _histogram(source: EdgeSource, plan: CscPlan, hist: np.ndarray, drop_self_loops: bool,
+               progress: bool, what: str) -> tuple[int, int]:
+    """Pass 1: check ids, count edges per histogram bucket. Returns (edges, bytes read)."""
     edges_in = 0
     nbytes = 0
-    with bar(source.num_edges, f"{what}: count", progress) as pb:
-        for part in _parts(source):
+    with bar(source.num_edges, f"{what}: histogram", progress) as pb:
+        for part in source.parts():
             at = 0
             for s, d in part.iter_blocks(plan.block_edges):
-                bad = K.count_block(s, d, plan.num_src, plan.num_dst, counts, drop_self_loops)
+                bad = K.histogram_block(s, d, plan.num_src, plan.num_dst, plan.hist_shift, hist,
+                                        drop_self_loops)
                 if bad >= 0:
                     _raise_range(part, s, d, bad, at, plan)
                 at += s.shape[0]
                 nbytes += s.nbytes + d.nbytes
                 pb.update(s.shape[0])
             edges_in += at
-    indptr[0] = 0
-    np.cumsum(indptr, out=indptr)
     return edges_in, nbytes
 
 
@@ -165,46 +173,64 @@ def _raise_range(part: EdgeSource, s, d, i: int, at: int, plan: CscPlan):
         f"({'negative' if v < 0 else 'not below the node count'}).")
 
 
-def _iter_ranges(source: EdgeSource, plan: CscPlan, indptr: np.ndarray, bounds: np.ndarray,
-                 *, sort: bool, coalesce: bool, drop_self_loops: bool, scratch: _Scratch,
-                 stats: dict, progress: bool, what: str):
-    """Yield ``(lo, hi, indices_slice, new_counts)`` per destination range, in order.
+def bucket_shift(width: int, edges: int, min_shift: int) -> int:
+    """log2 of the destinations per partition bucket for a range (at least ``min_shift``)."""
+    avg = max(edges, 1) / max(width, 1)
+    shift = int(round(np.log2(max(1.0, BUCKET_EDGES / avg))))
+    shift = max(min_shift, min(MAX_BUCKET_SHIFT, shift))
+    while shift < MAX_BUCKET_SHIFT and (width >> shift) > MAX_BUCKETS:
+        shift += 1
+    return shift
 
-    ``new_counts`` is None unless coalescing (then it holds each destination's count after
-    removing duplicates).
+
+def _iter_ranges(source: EdgeSource, plan: CscPlan, cum: np.ndarray, bounds: np.ndarray,
+                 counts: np.ndarray, *, sort: bool, coalesce: bool, drop_self_loops: bool,
+                 scratch: _Scratch, stats: dict, progress: bool, what: str):
+    """Yield each destination range's slice of ``indices``, in order.
+
+    ``cum`` holds the cumulative edge counts of the histogram buckets, ``bounds`` the ranges
+    in histogram buckets. ``counts[d + 1]`` receives destination ``d``'s count (kept edges).
     """
     idt = plan.index_dtype
+    h = plan.hist_shift
     nranges = len(bounds) - 1
-    with bar((source.num_edges or 0) * nranges or None, f"{what}: scatter", progress) as pb:
+    with bar((source.num_edges or 0) * nranges or None, f"{what}: partition", progress) as pb:
         for r in range(nranges):
-            lo, hi = int(bounds[r]), int(bounds[r + 1])
-            base = int(indptr[lo])
-            n = int(indptr[hi]) - base
-            if n * idt.itemsize + (hi - lo) * 8 > plan.work_bytes:
-                log.info("%s: destination %d has %d edges, more than the budget holds; "
-                         "it is built in a scratch memory map", what, lo, n)
-                out = scratch.zeros(f"range-{r}.bin", n, idt)
+            f0, f1 = int(bounds[r]), int(bounds[r + 1])
+            lo, hi = f0 << h, min(f1 << h, plan.num_dst)
+            base = int(cum[f0])
+            n = int(cum[f1]) - base
+            shift = bucket_shift(hi - lo, n, h)
+            # bucket starts: every 2**(shift - h)-th histogram bucket, then the range's end
+            bstart = np.append(cum[f0:f1:1 << (shift - h)], cum[f1]) - base
+            if n * plan.edge_bytes > plan.work_bytes:
+                log.info("%s: destinations %d..%d have %d edges, more than the budget holds; "
+                         "they are sorted in a scratch memory map", what, lo, hi, n)
+                ts = scratch.zeros(f"range-{r}-src.bin", n, idt)
+                td = scratch.zeros(f"range-{r}-dst.bin", n, np.uint16)
             else:
-                out = np.empty(n, idt)
-            cursor = np.empty(hi - lo, np.int64)
-            np.subtract(indptr[lo:hi], base, out=cursor)
+                ts = np.empty(n, idt)
+                td = np.empty(n, np.uint16)
+            t = time.perf_counter()
             if n:
-                for part in _parts(source):
+                pos = bstart[:-1].copy()
+                for part in source.parts():
                     for s, d in part.iter_blocks(plan.block_edges):
-                        K.scatter_block(s, d, lo, hi, cursor, out, drop_self_loops)
+                        K.partition_block(s, d, lo, hi, shift, pos, ts, td, drop_self_loops)
                         stats["bytes_read"] += s.nbytes + d.nbytes
                         pb.update(s.shape[0])
             else:
                 pb.update(source.num_edges or 0)
-            # cursor[k] is now the end of destination lo + k inside out
-            if sort or coalesce:
-                K.sort_segments(out, cursor)
-            if coalesce:
-                w = K.dedupe_segments(out, cursor)
-                yield lo, hi, out[:w], cursor
-            else:
-                yield lo, hi, out, None
-            del out
+            t2 = time.perf_counter()
+            stats["partition_seconds"] += t2 - t
+            kept = np.empty(len(bstart) - 1, np.int64)
+            K.finish_buckets(ts, td, bstart, hi - lo, shift, sort, coalesce,
+                             counts[lo + 1:hi + 1], kept)
+            del td
+            m = K.pack_buckets(ts, bstart, kept) if coalesce else n
+            stats["finish_seconds"] += time.perf_counter() - t2
+            yield ts[:m]
+            del ts
 
 
 def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, indices_out,
@@ -217,65 +243,61 @@ def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, in
     of ``num_dst + 1`` int64) *before* ``indices_out(blocks, num_edges, dtype)`` is called with
     an iterator of index blocks in order. :func:`build_csc` passes the store writer's methods;
     tests pass plain collectors. Returns the statistics of :func:`build_csc`.
+
+    Without ``sort_neighbors`` (and without ``coalesce``) the order of the sources within a
+    destination is unspecified.
     """
     t0 = time.perf_counter()
     if num_src < 0 or num_dst < 0:
         raise ValueError(f"Expected non-negative node counts. Got {num_src} and {num_dst}.")
-    plan = plan_csc(num_src, num_dst, source.num_edges, budget_bytes, coalesce)
+    plan = plan_csc(num_src, num_dst, source.num_edges, budget_bytes)
     scratch = _Scratch(tmpdir)
     stats = {"edges_in": 0, "edges_out": 0, "bytes_read": 0, "passes": 0,
-             "budget_bytes": plan.budget_bytes}
+             "budget_bytes": plan.budget_bytes, "partition_seconds": 0.0, "finish_seconds": 0.0}
     try:
         with PeakMemory() as mem:
+            nh = -(-num_dst >> plan.hist_shift) if num_dst else 0
+            cum = np.zeros(nh + 1, np.int64)
+            edges_in, nbytes = _histogram(source, plan, cum[1:], drop_self_loops, progress, what)
+            np.cumsum(cum, out=cum)
+            stats.update(edges_in=edges_in, bytes_read=nbytes, passes=1)
+            t_hist = time.perf_counter()
+            bounds = K.plan_ranges(cum, plan.edge_bytes, plan.work_bytes)
+            stats["ranges"] = len(bounds) - 1
+            stats["passes"] += len(bounds) - 1 if int(cum[-1]) else 0
             indptr = (np.zeros(num_dst + 1, np.int64) if plan.indptr_in_ram
                       else scratch.zeros("indptr.bin", num_dst + 1, np.int64))
-            edges_in, nbytes = _count(source, plan, indptr, drop_self_loops, progress, what)
-            stats.update(edges_in=edges_in, bytes_read=nbytes, passes=1)
-            t_count = time.perf_counter()
-            bounds = K.plan_ranges(indptr, plan.index_dtype.itemsize, 8, plan.work_bytes)
-            stats["ranges"] = len(bounds) - 1
-            stats["passes"] += len(bounds) - 1 if int(indptr[-1]) else 0
-            ranges = _iter_ranges(source, plan, indptr, bounds, sort=sort_neighbors,
-                                  coalesce=coalesce, drop_self_loops=drop_self_loops,
-                                  scratch=scratch, stats=stats, progress=progress, what=what)
-            if not coalesce:
-                indptr_out(indptr)
-                stats["edges_out"] = int(indptr[-1])
-                indices_out((out for _, _, out, _ in ranges), int(indptr[-1]), plan.index_dtype)
-            else:
-                final, tmp_indices, n_out = _coalesced(ranges, plan, scratch)
-                stats["edges_out"] = n_out
-                indptr_out(final)
-                tmp = np.memmap(tmp_indices, dtype=plan.index_dtype, mode="r", shape=(n_out,)) \
-                    if n_out else np.empty(0, plan.index_dtype)
-                step = max(1, plan.work_bytes // plan.index_dtype.itemsize)
-                indices_out((tmp[i:i + step] for i in range(0, n_out, step)), n_out,
-                            plan.index_dtype)
-                del tmp, final
-            del indptr
+            tmp_path = scratch.file("indices.bin")
+            with open(tmp_path, "wb") as f:
+                for out in _iter_ranges(source, plan, cum, bounds, indptr, sort=sort_neighbors,
+                                        coalesce=coalesce, drop_self_loops=drop_self_loops,
+                                        scratch=scratch, stats=stats, progress=progress,
+                                        what=what):
+                    f.write(memoryview(np.ascontiguousarray(out)).cast("B"))
+            del cum
+            np.cumsum(indptr, out=indptr)
+            n_out = int(indptr[-1])
+            stats["edges_out"] = n_out
+            t_w = time.perf_counter()
+            indptr_out(indptr)
+            tmp = (np.memmap(tmp_path, dtype=plan.index_dtype, mode="r", shape=(n_out,))
+                   if n_out else np.empty(0, plan.index_dtype))
+            step = max(1, (64 << 20) // plan.index_dtype.itemsize)
+            indices_out((tmp[i:i + step] for i in range(0, n_out, step)), n_out,
+                        plan.index_dtype)
+            del tmp, indptr
+            stats["write_seconds"] = time.perf_counter() - t_w
     finally:
         scratch.close()
     dt = time.perf_counter() - t0
-    stats.update(seconds=round(dt, 3), count_seconds=round(t_count - t0, 3),
+    for k in ("partition_seconds", "finish_seconds", "write_seconds"):
+        stats[k] = round(stats[k], 3)
+    stats.update(seconds=round(dt, 3), histogram_seconds=round(t_hist - t0, 3),
                  edges_per_s=stats["edges_in"] / dt if dt > 0 else 0.0,
                  gb_per_s=stats["bytes_read"] / dt / 1e9 if dt > 0 else 0.0,
                  peak_anon_bytes=mem.peak, added_anon_bytes=mem.added,
                  block_edges=plan.block_edges, indptr_in_ram=plan.indptr_in_ram)
     return stats
-
-
-def _coalesced(ranges, plan: CscPlan, scratch: _Scratch):
-    """Drain coalesced ranges into a scratch indices file and a final indptr."""
-    num_dst = plan.num_dst
-    final = (np.zeros(num_dst + 1, np.int64) if plan.indptr_in_ram
-             else scratch.zeros("indptr-final.bin", num_dst + 1, np.int64))
-    path = scratch.file("indices.bin")
-    total = 0
-    with open(path, "wb") as f:
-        for lo, hi, out, counts in ranges:
-            total = K.write_indptr(counts, total, final[lo + 1:hi + 1])
-            f.write(memoryview(np.ascontiguousarray(out)).cast("B"))
-    return final, path, int(total)
 
 
 def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int, num_dst: int,
@@ -332,7 +354,7 @@ def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int,
             raise ValueError(f"Expected symmetrize only for a relation within one node type. "
                              f"{tuple(et)} joins two types: add its reverse_etype instead.")
         source = concat(source, source.reversed())
-    need = (source.num_edges or 0) * fmt.index_dtype(num_src).itemsize * (2 if coalesce else 1)
+    need = (source.num_edges or 0) * fmt.index_dtype(num_src).itemsize * 2  # scratch + store
     if writer.loc.is_local:
         free = free_disk_bytes(writer.loc.root)
         if need > free:

@@ -60,7 +60,7 @@ def run_edges_job(edges_path, store, *, num_nodes: int | None = None, node_type:
         n = st.get("num_nodes")
     e = source.num_edges
     plan = plan_csc(n or 0, n or 0, e * (2 if undirected else 1) if e is not None else None,
-                    budget_bytes, options["coalesce"])
+                    budget_bytes)
     with job.step(f"nodes:{node_type}", plan={"nodes": n}) as st:
         if st.todo:
             job.writer.add_node_type(node_type, n)
