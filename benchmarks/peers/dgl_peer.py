@@ -79,6 +79,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def dgl_fanouts(args) -> list[int]:
+    """The fanouts to hand DGL/GraphBolt: ``--fanouts`` reversed (DGL lists them from the input
+    layer) unless ``--dgl-order``."""
+    return list(args.fanouts) if args.dgl_order else list(reversed(args.fanouts))
+
+
 def _rss_mib() -> float:
     """Peak resident set size of this process so far, MiB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -151,14 +157,14 @@ def run(args) -> dict:
         raise SystemExit(f"dgl_peer: expected a homogeneous store (one node type, one edge type) "
                          f"at {args.store}. Got {store.node_types} / {store.edge_types}.")
     ntype, etype = store.node_types[0], store.edge_types[0]
-    dgl_fanouts = list(args.fanouts) if args.dgl_order else list(reversed(args.fanouts))
+    dgl_fan = dgl_fanouts(args)
     seeds = torch.from_numpy(_seeds(store, ntype, args))
     report = {
         "peer": "dgl", "store": os.path.abspath(args.store),
         "versions": {"dgl": dgl.__version__, "torch": torch.__version__, "numpy": np.__version__,
                      "python": platform.python_version()},
         "threads": torch.get_num_threads(), "num_workers": args.num_workers,
-        "fanouts_hop_order": args.fanouts, "dgl_fanouts": dgl_fanouts,
+        "fanouts_hop_order": args.fanouts, "dgl_fanouts": dgl_fan,
         "batch_size": args.batch_size, "num_seeds": int(seeds.numel()),
         "num_nodes": store.num_nodes(ntype), "num_edges": store.num_edges(etype),
         "setup": {}, "results": [],
@@ -183,7 +189,7 @@ def run(args) -> dict:
     for mode in args.modes:
         try:
             if mode == "sampler":
-                sampler = dgl.dataloading.NeighborSampler(dgl_fanouts)
+                sampler = dgl.dataloading.NeighborSampler(dgl_fan)
                 gen = torch.Generator().manual_seed(args.seed)
 
                 def batches(epoch, sampler=sampler, gen=gen):
@@ -199,7 +205,7 @@ def run(args) -> dict:
                 g.ndata["label"] = torch.from_numpy(np.asarray(store.labels(ntype), dtype=np.int64))
                 report["setup"]["loader_features_to_ram_s"] = round(time.perf_counter() - t, 3)
                 sampler = dgl.dataloading.NeighborSampler(
-                    dgl_fanouts, prefetch_node_feats=["feat"], prefetch_labels=["label"])
+                    dgl_fan, prefetch_node_feats=["feat"], prefetch_labels=["label"])
                 dl = dgl.dataloading.DataLoader(g, seeds, sampler, batch_size=bs, shuffle=True,
                                                 drop_last=False, num_workers=args.num_workers,
                                                 persistent_workers=args.num_workers > 0)
@@ -213,7 +219,7 @@ def run(args) -> dict:
                 g.ndata.pop("feat")
             else:
                 res = _graphbolt(mode, args, store, ntype, feats, indptr, indices, seeds,
-                                 dgl_fanouts, report)
+                                 dgl_fan, report)
         except Exception as e:  # one failing mode must not hide the others
             log.exception("mode %s failed", mode)
             res = {"mode": mode, "error": f"{type(e).__name__}: {e}"}
@@ -258,6 +264,9 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     os.environ.setdefault("DGLBACKEND", "pytorch")
+    # numba's on-disk cache (featurestore's kernels) is per numba version: a separate directory
+    # keeps this environment's numba from invalidating the main environment's cache mid-benchmark
+    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(sys.prefix, "numba-cache"))
     report = run(args)
     json.dump(report, sys.stdout, indent=1)
     sys.stdout.write("\n")
