@@ -135,7 +135,9 @@ def bench_our_loader(store, fanouts, batch_size, n, seconds, output="pyg", devic
     ld = NeighborLoader(store, "train", fanouts, batch_size=batch_size, shuffle=True,
                         output=output, device=device, seed=seed, prefetch=prefetch,
                         drop_last=True)
-    return _loop(iter(ld), n, seconds, batch_size, lambda b: _edges(b))
+    out = _loop(iter(ld), n, seconds, batch_size, lambda b: _edges(b))
+    out["stage_ms_per_batch"] = ld.stats.per_batch_ms()
+    return out
 
 
 def bench_pyg_loader(data, train, fanouts, batch_size, n, seconds, num_workers=0, seed=0) -> dict:
@@ -316,6 +318,8 @@ def table(rep: dict) -> str:
         seeds = f", {r['seeds_per_s']:,} seeds/s" if "seeds_per_s" in r else ""
         lines.append(f"  {name:40s} {r['batches_per_s']:7.2f} batches/s{seeds}{extra} "
                      f"({r['edges_per_batch']:,} edges/batch, {r['batches']} batches)")
+        if "stage_ms_per_batch" in r:
+            lines.append(f"  {'':40s} stage busy ms/batch: {r['stage_ms_per_batch']}")
         if "memcap" in r:
             lines.append(f"  {'':40s} {r['memcap']}")
     if "dgl" in rep:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -26,7 +27,7 @@ import torch
 from ._buffers import BufferPool
 from .sampler import MiniBatch, NeighborSampler, SampledSubgraph
 
-__all__ = ["NeighborLoader", "resolve_input_nodes"]
+__all__ = ["NeighborLoader", "LoaderStats", "resolve_input_nodes"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,29 @@ def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
     return torch.from_numpy(np.empty(0, dtype)).dtype
+
+
+@dataclass
+class LoaderStats:
+    """Seconds each stage spent working, and the training loop spent waiting, since reset.
+
+    ``wait`` is the time the training loop blocked in ``next()``: the share of a training
+    step spent waiting on data is ``wait / (time of the loop)``.
+    """
+
+    batches: int = 0
+    sample: float = 0.0
+    gather: float = 0.0
+    copy: float = 0.0
+    wait: float = 0.0
+
+    def reset(self) -> None:
+        self.batches, self.sample, self.gather, self.copy, self.wait = 0, 0.0, 0.0, 0.0, 0.0
+
+    def per_batch_ms(self) -> dict[str, float]:
+        n = max(self.batches, 1)
+        return {k: round(1e3 * getattr(self, k) / n, 2)
+                for k in ("sample", "gather", "copy", "wait")}
 
 
 @dataclass
@@ -146,6 +170,7 @@ class NeighborLoader:
                        for t, f in self.features.items()}
         self._convert = self._converter(output)
         self.epoch = 0
+        self.stats = LoaderStats()
 
     # -- public --------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -246,12 +271,26 @@ class _Pipeline:
         return _DONE
 
     def _stage(self, name: str, inq, outq, fn):
+        stats = self.loader.stats
+
+        def timed(*a):
+            t = time.perf_counter()
+            out = fn(*a)
+            setattr(stats, name, getattr(stats, name) + time.perf_counter() - t)
+            return out
+
         def body():
             if self.loader.num_threads:
                 numba.set_num_threads(min(self.loader.num_threads, numba.config.NUMBA_NUM_THREADS))
             try:
                 if inq is None:
-                    for item in fn():
+                    it = fn()
+                    while True:
+                        t = time.perf_counter()
+                        item = next(it, _DONE)
+                        stats.sample += time.perf_counter() - t
+                        if item is _DONE:
+                            break
                         if not self._put(outq, item):
                             return
                     self._put(outq, _DONE)
@@ -261,7 +300,7 @@ class _Pipeline:
                     if item is _DONE or isinstance(item, _Failure):
                         self._put(outq, item)
                         return
-                    if not self._put(outq, fn(item)):
+                    if not self._put(outq, timed(item)):
                         return
             except BaseException as e:  # noqa: BLE001 - carried to the training loop
                 self._put(outq, _Failure(e, name))
@@ -292,13 +331,17 @@ class _Pipeline:
         try:
             for t in self.threads:
                 t.start()
+            stats = ld.stats
             while True:
+                t = time.perf_counter()
                 item = self._get(q_out)
+                stats.wait += time.perf_counter() - t
                 if item is _DONE:
                     return
                 if isinstance(item, _Failure):
                     log.debug("loader stage %s failed", item.stage)
                     raise item.exc
+                stats.batches += 1
                 yield item
         finally:
             self.close()
