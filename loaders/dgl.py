@@ -46,15 +46,20 @@ class DGLNotInstalledError(ImportError):
 
 def require_dgl():
     """Import and return the ``dgl`` module, or raise :class:`DGLNotInstalledError` saying what to install."""
+    import torch
+
     try:
         import dgl
     except ImportError as e:  # dgl missing, or built for another torch (it fails on import then)
-        import torch
-
         raise DGLNotInstalledError(
             f"Expected DGL to be importable for output='dgl' (torch {torch.__version__} here). "
             f"Import failed: {e}. DGL 2.1.0 needs torch 2.0-2.2.1 and numpy 1.x: {INSTALL_HINT}."
         ) from e
+    if getattr(dgl, "__file__", None) is None:  # a directory named dgl on sys.path, not DGL
+        raise DGLNotInstalledError(
+            f"Expected the DGL package for output='dgl'. 'import dgl' found a plain directory "
+            f"instead ({list(getattr(dgl, '__path__', []))}): DGL is not installed here. "
+            f"{INSTALL_HINT}.")
     return dgl
 
 

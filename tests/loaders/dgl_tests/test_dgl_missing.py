@@ -25,3 +25,15 @@ def test_importing_the_adapter_does_not_import_dgl(monkeypatch):
     import loaders.dgl  # noqa: F401  (would raise if it imported dgl at module level)
 
     assert np is not None
+
+
+def test_a_directory_named_dgl_is_not_taken_for_dgl(monkeypatch, tmp_path):
+    import types
+
+    from loaders.dgl import DGLNotInstalledError, require_dgl
+
+    fake = types.ModuleType("dgl")
+    fake.__path__ = [str(tmp_path / "dgl")]  # what a namespace package looks like: no __file__
+    monkeypatch.setitem(sys.modules, "dgl", fake)
+    with pytest.raises(DGLNotInstalledError, match="plain directory"):
+        require_dgl()

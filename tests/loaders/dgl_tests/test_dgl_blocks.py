@@ -20,7 +20,7 @@ FANOUTS = [4, 3, -1]
                 ids="-".join)
 def case(request, tmp_path_factory):
     """(store, sampled subgraph, seeds, mini-batch, to_dgl output) from a hand-made NumPy sampler
-    (tests/loaders/dgl/dgl_helpers.py) or the package's numba ``NeighborSampler``."""
+    (tests/loaders/dgl_tests/dgl_helpers.py) or the package's numba ``NeighborSampler``."""
     graph, sampler = request.param
     rng = np.random.default_rng(7)
     path = tmp_path_factory.mktemp(graph) / "store"

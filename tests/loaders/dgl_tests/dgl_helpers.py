@@ -19,11 +19,14 @@ from featurestore import EdgeType
 
 def import_dgl():
     """``dgl``, or a skip; a failure when ``FEATURESTORE_REQUIRE_DGL=1`` (the DGL test run sets it)."""
-    if os.environ.get("FEATURESTORE_REQUIRE_DGL") == "1":
-        import dgl  # noqa: F401  (fail loudly: this run must test DGL)
+    from loaders.dgl import DGLNotInstalledError, require_dgl
 
-        return dgl
-    return pytest.importorskip("dgl", reason="DGL tests run in .venv-dgl (scripts/dgl-env.sh)")
+    try:
+        return require_dgl()
+    except DGLNotInstalledError:
+        if os.environ.get("FEATURESTORE_REQUIRE_DGL") == "1":
+            raise  # fail loudly: this run must test DGL
+        pytest.skip("DGL tests run in .venv-dgl (scripts/dgl-env.sh)", allow_module_level=True)
 
 
 try:  # the real types once the sampler package provides them
