@@ -26,6 +26,8 @@ from .report import machine_info, write_json
 log = logging.getLogger(__name__)
 
 PARTS = ("device", "gather", "sample", "loader", "preprocess")
+#: smallest file the device is probed through (1 MiB sequential reads need room).
+MIN_PROBE_MIB = 4
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class Sizes:
     @classmethod
     def quick(cls) -> "Sizes":
         """Tiny sizes for smoke tests: seconds, not minutes."""
-        return cls(gather_rows=20_000, nodes=5_000, edges=50_000, prep_edges=100_000,
+        return cls(gather_rows=20_000, nodes=20_000, edges=200_000, prep_edges=100_000,
                    prep_nodes=10_000, trials=1, device_seconds=0.0, loader_batches=3,
                    loader_seconds=5.0)
 
@@ -67,10 +69,16 @@ def run_device(target: str, seconds: float = 5.0, size_mib: int = 1024,
     """The device's limits under ``target`` (a file, a store or any directory).
 
     A store or directory is probed through its largest file when that holds at least
-    ``size_mib`` MiB, else through a temporary file of that size written there (then removed).
+    ``size_mib`` MiB, else through a temporary file of that size written there (then removed);
+    reads bypass the page cache (``O_DIRECT``), so the file's own cached pages do not count.
     """
     from .device import device_limits
 
+    size_mib = max(size_mib, MIN_PROBE_MIB)
+    if use_fio is None:
+        use_fio = shutil.which("fio") is not None
+    if use_fio:
+        seconds = max(1, round(seconds))  # fio's --runtime takes whole seconds
     probe, tmp = _probe_file(target, size_mib)
     try:
         d = device_limits(probe, seconds=seconds, use_fio=use_fio)
@@ -78,7 +86,8 @@ def run_device(target: str, seconds: float = 5.0, size_mib: int = 1024,
         if tmp:
             os.remove(tmp)
     d["target"] = os.path.abspath(target)
-    d["probe_file_bytes"] = os.path.getsize(probe) if not tmp else size_mib << 20
+    d["probe_file"] = "(a temporary file)" if tmp else probe
+    d["probe_file_bytes"] = size_mib << 20 if tmp else os.path.getsize(probe)
     return {"benchmark": "device", "machine": machine_info(os.path.dirname(probe)),
             "options": {"target": target, "seconds": seconds, "size_mib": size_mib,
                         "tool": d["tool"]},
@@ -87,7 +96,9 @@ def run_device(target: str, seconds: float = 5.0, size_mib: int = 1024,
 
 def _probe_file(target: str, size_mib: int) -> tuple[str, str | None]:
     if os.path.isfile(target):
-        return target, None
+        if os.path.getsize(target) >= MIN_PROBE_MIB << 20:
+            return target, None
+        target = os.path.dirname(os.path.abspath(target))  # too small: probe beside it
     if not os.path.isdir(target):
         from featurestore.errors import StoreNotFoundError
 
@@ -183,6 +194,7 @@ def run_preprocess(ns: argparse.Namespace) -> dict:
     """:mod:`benchmarks.preprocess_bench`'s edges (and features, when ``ns.rows``) benchmarks."""
     from . import preprocess_bench as pb
 
+    ns.workdir = os.path.abspath(ns.workdir)  # the children run in the repository root
     res = {}
     try:
         res["edges"] = pb.bench_edges(argparse.Namespace(**vars(ns)))

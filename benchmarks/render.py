@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import textwrap
 
 from .report import fmt_rate, md_table, plot_bars, plot_lines, plot_stacked
 
@@ -27,13 +28,14 @@ def machine_line(m: dict) -> str:
 
 # -- device ----------------------------------------------------------------------------------
 def _device_rows(devices: dict) -> list[list]:
-    return [[where, d["tool"], f"{d['seq_read_GBps']:.2f}", f"{d['randread_4k_qd1_iops']:,.0f}",
+    return [[where, f"{d['probe_file_bytes'] / 2**20:,.0f}" if "probe_file_bytes" in d else None,
+             d["tool"], f"{d['seq_read_GBps']:.2f}", f"{d['randread_4k_qd1_iops']:,.0f}",
              f"{d['randread_4k_qd32_iops']:,.0f}",
              f"{d['randread_4k_qd32_iops'] * 4096 / 1e9:.2f}"] for where, d in devices.items()]
 
 
 def _device_md(devices: dict) -> str:
-    return md_table(["probed on", "tool", "sequential GB/s", "random 4 KiB IOPS, QD1",
+    return md_table(["probed on", "probe file MiB", "tool", "sequential GB/s", "random 4 KiB IOPS, QD1",
                      "random 4 KiB IOPS, QD32", "QD32 GB/s"], _device_rows(devices))
 
 
@@ -202,8 +204,7 @@ def _loader_plots(report: dict, outdir: str) -> list[str]:
     ok = [(n, r) for n, r in _loader_entries(report) if r.get("batches_per_s")]
     if not ok:
         return []
-    return [plot_bars(os.path.join(outdir, "loader-throughput.png"), [n.replace(", ", ",\n", 1)
-                      .replace(": ", ":\n", 1) for n, _ in ok],
+    return [plot_bars(os.path.join(outdir, "loader-throughput.png"), [textwrap.fill(n, 22) for n, _ in ok],
                       {"batches/s": [r["batches_per_s"] for _, r in ok]}, "batches per second",
                       "Sampler and loader throughput (higher is better)")]
 
@@ -288,8 +289,11 @@ def peer_ratios(reports: dict[str, dict]) -> list[dict]:
     g = reports.get("gather")
     if g:
         rows = [r for r in g["results"] if "sweep" not in r]
+        # where every peer ran (zarr's batch), and the largest batch
+        keep = {r["batch"] for r in rows if r["method"] == "zarr oindex"}
+        keep |= {max((r["batch"] for r in rows), default=0)}
         for r in rows:
-            if r["method"] == "featurestore":
+            if r["method"] == "featurestore" or r["batch"] not in keep:
                 continue
             mine = next(x for x in rows if x["method"] == "featurestore" and x["cache"] == r["cache"]
                         and x["batch"] == r["batch"] and x["layout"] == r["layout"])

@@ -17,6 +17,7 @@ import platform
 import shutil
 import statistics
 import subprocess
+import textwrap
 import time
 from typing import Callable, Iterable, Sequence
 
@@ -125,7 +126,7 @@ def fmt_rate(x: float | None, unit: str = "") -> str:
 def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A GitHub markdown table; ``None`` cells print empty."""
     def cell(v):
-        return "" if v is None else str(v).replace("|", "\\|")
+        return "" if v is None else " ".join(str(v).split()).replace("|", "\\|")
 
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     out += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
@@ -226,7 +227,7 @@ def plot_bars(path: str, labels: Sequence[str], groups: dict[str, Sequence[float
     if logy:
         ax.set_yscale("log")
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=11)
+    ax.set_title(textwrap.fill(title, 70), fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
     if k > 1:
         ax.legend(fontsize=8)
@@ -240,7 +241,7 @@ def plot_stacked(path: str, labels: Sequence[str], stages: dict[str, Sequence[fl
                  xlabel: str, title: str) -> str:
     """Horizontal stacked bars: time per stage (``stages[name][i]`` for ``labels[i]``)."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(8.0, 1.2 + 0.6 * len(labels)))
+    fig, ax = plt.subplots(figsize=(9.0, 1.6 + 0.6 * len(labels)))
     left = np.zeros(len(labels))
     for name, vals in stages.items():
         v = np.array(vals, dtype=float)
@@ -253,7 +254,8 @@ def plot_stacked(path: str, labels: Sequence[str], stages: dict[str, Sequence[fl
     ax.set_title(title, fontsize=11)
     ax.invert_yaxis()
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="stage",
+              title_fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,0 +1,100 @@
+"""The report helpers: trial statistics, tables, JSON, charts and peer ratios."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import numpy as np
+import pytest
+
+from benchmarks import render
+from benchmarks.report import (fmt_rate, md_table, plot_bars, plot_lines, plot_stacked,
+                               timed_trials, write_json)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_timed_trials_median_and_warmup_not_counted():
+    calls = []
+    med, times = timed_trials(lambda: calls.append(1), trials=5, warmup=2)
+    assert len(calls) == 7 and len(times) == 5
+    assert med == statistics.median(times)
+    with pytest.raises(ValueError, match="trials >= 1"):
+        timed_trials(lambda: None, trials=0)
+
+
+@pytest.mark.parametrize("x, want", [(999, "999"), (1234, "1.23k"), (2.5e6, "2.5M"),
+                                     (7e9, "7G"), (0.5, "0.5"), (None, ""), (float("nan"), "")])
+def test_fmt_rate(x, want):
+    assert fmt_rate(x) == want
+
+
+def test_md_table_round_trip():
+    text = md_table(["a", "b"], [[1, None], ["x|y", "two\nlines"]])
+    lines = text.splitlines()
+    assert lines[0] == "| a | b |" and lines[1] == "|---|---|"
+    assert lines[2] == "| 1 |  |"
+    assert lines[3] == "| x\\|y | two lines |"  # pipes escaped, newlines folded: one row
+
+
+def test_write_json_numpy_values(tmp_path):
+    p = write_json({"a": np.int64(3), "b": np.arange(3), "c": np.float32(0.5)},
+                   str(tmp_path / "d" / "r.json"))
+    assert json.loads(open(p).read()) == {"a": 3, "b": [0, 1, 2], "c": 0.5}
+    assert [f.name for f in (tmp_path / "d").iterdir()] == ["r.json"]  # no temporary left
+
+
+def test_charts_are_png(tmp_path):
+    a = plot_lines(str(tmp_path / "l.png"), [{"title": "t", "series": [
+        {"label": "s", "x": [1000, 10000], "y": [1e5, 2e5]},
+        {"label": "limit", "x": [1000, 10000], "y": [3e5, 3e5], "style": "--"}]}],
+        "batch size (ids)", "rows/s", "title")
+    b = plot_bars(str(tmp_path / "b.png"), ["x", "y"], {"g": [1.0, None]}, "per s", "bars")
+    c = plot_stacked(str(tmp_path / "s.png"), ["x"], {"a": [1.0], "b": [2.0]}, "ms", "stages")
+    for f in (a, b, c):
+        assert open(f, "rb").read(8) == PNG
+
+
+def _rec(method, cache, sec, batch=1000, layout="float32 x 128"):
+    return {"method": method, "cache": cache, "seconds": sec, "batch": batch, "layout": layout,
+            "rows_per_s": batch / sec}
+
+
+def test_peer_ratios_against_hand_computed():
+    gather = {"benchmark": "gather", "results": [
+        _rec("featurestore", "warm", 0.1), _rec("np.memmap", "warm", 0.2),
+        _rec("zarr oindex", "warm", 1.0), _rec("featurestore", "cold", 0.5),
+        _rec("np.memmap", "cold", 0.25)]}
+    sample = {"benchmark": "sample", "results": [
+        {"peer": "featurestore", "batches_per_s": 30.0},
+        {"peer": "pyg", "impl": "PyG", "batches_per_s": 10.0, "ours_over_peer": 3.0},
+        {"peer": "dgl", "status": "not installed"}]}
+    prep = {"benchmark": "preprocess", "results": {"edges": {
+        "edges": 100, "ours_edges_per_s": 50.0, "scipy_edges_per_s": 200.0}}}
+    got = {(r["workload"], r["peer"]): r.get("ratio")
+           for r in render.peer_ratios({"gather": gather, "sample": sample, "preprocess": prep})}
+    g = "gather 1,000 ids, float32 x 128, "
+    assert got[(g + "warm", "np.memmap")] == pytest.approx(2.0)
+    assert got[(g + "warm", "zarr oindex")] == pytest.approx(10.0)
+    assert got[(g + "cold", "np.memmap")] == pytest.approx(0.5)
+    assert got[("sampling alone", "PyG")] == pytest.approx(3.0)
+    assert got[("sampling alone", "dgl")] is None  # not installed: a row, no ratio
+    assert got[("COO -> CSC, 100 edges", "scipy tocsc")] == pytest.approx(0.25)
+    table = render.peer_table(render.peer_ratios({"sample": sample}))
+    assert "not installed" in table and "3.00x" in table
+
+
+def test_device_share_in_gather_record():
+    from benchmarks.gather_sweep import _record
+
+    class T:
+        layout, row_bytes, shape = "float32 x 128", 512, (10_000, 128)
+
+    limits = {"randread_4k_qd32_iops": 1000.0, "randread_4k_qd1_iops": 100.0}
+    r = _record(T, "featurestore", "cold", 500, [0.4, 0.2, 0.3], 250, limits)
+    assert r["seconds"] == 0.3 and r["rows_per_s"] == pytest.approx(500 / 0.3)
+    assert r["GBps"] == pytest.approx(500 * 512 / 0.3 / 1e9)
+    assert r["device_limit_s"] == pytest.approx(0.25)  # 250 pages at 1000 IOPS
+    assert r["share_of_device_limit"] == pytest.approx(0.25 / 0.3)
+    assert "device_limit_s" not in _record(T, "featurestore", "warm", 500, [0.1], 250, limits)
