@@ -26,6 +26,7 @@ builds such an environment.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -136,6 +137,9 @@ def to_blocks(sub: "SampledSubgraph", device=None) -> list:
             raise ValueError(f"Expected num_sampled_edges[{tuple(et)!r}] to sum to the {len(rows[et])} "
                              f"sampled edges of that type. Got {edge_cum[et][-1]} instead.")
 
+    on_device = device is not None and torch.device(device).type != "cpu"
+    if on_device:
+        _check_device(str(torch.device(device)))
     blocks = []
     for k in range(num_layers):  # k = 0 is the input layer
         depth = num_layers - k   # this block holds the edges of sampling layers 1..depth
@@ -154,10 +158,25 @@ def to_blocks(sub: "SampledSubgraph", device=None) -> list:
             block.dstnodes[nt].data[dgl.NID] = node_ids[nt][:n_dst[nt]]
         for et in etypes:
             block.edges[tuple(et)].data[dgl.EID] = eids[et][:n_e[et]]
-        if device is not None and torch.device(device).type != "cpu":
+        if on_device:
             block = block.to(device)
         blocks.append(block)
     return blocks
+
+
+@functools.lru_cache(maxsize=None)
+def _check_device(device: str) -> None:
+    """Fail clearly when this DGL build cannot hold graphs on ``device`` (PyPI's dgl 2.1.0 is
+    a CPU-only build: GPU training needs a CUDA build of DGL)."""
+    dgl = require_dgl()
+    try:
+        dgl.graph(([0], [0])).to(device)
+    except Exception as e:  # DGLError, or torch's error when the device does not exist
+        raise DGLNotInstalledError(
+            f"Expected a DGL build that can place graphs on {device} for output='dgl'. It cannot: "
+            f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}. "
+            "PyPI's dgl 2.1.0 is CPU-only: pass device='cpu' to the loader, or install a CUDA "
+            "build of DGL (see https://www.dgl.ai/pages/start.html).") from e
 
 
 def _num_layers(sub) -> int:

@@ -174,3 +174,18 @@ def test_missing_counts_are_rejected(case):
     bad[nt] = [c + 1 for c in bad[nt]]
     with pytest.raises(ValueError, match="num_sampled_nodes"):
         to_blocks(replace(sub, num_sampled_nodes=bad))
+
+
+def test_a_device_dgl_cannot_use_is_refused_clearly(case):
+    """PyPI's dgl 2.1.0 is CPU-only: asking for blocks on CUDA names the cause and the way out."""
+    from loaders.dgl import DGLNotInstalledError, to_blocks
+
+    if torch.cuda.is_available():
+        try:
+            dgl.graph(([0], [0])).to("cuda")
+            pytest.skip("this DGL build has CUDA")
+        except Exception:
+            pass
+    _, sub, _, _, _ = case
+    with pytest.raises(DGLNotInstalledError, match="device='cpu'"):
+        to_blocks(sub, device="cuda")
