@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 #: smallest and largest input block (edges) the budget may choose.
 MIN_BLOCK_EDGES = 1 << 16
 MAX_BLOCK_EDGES = 1 << 20
+#: the smallest budget a conversion accepts (tests lower it to force many ranges).
+MIN_BUDGET_BYTES = 16 << 20
 #: at most this many histogram buckets (their counters stay in cache).
 MAX_HIST_BUCKETS = 1 << 20
 #: a partition bucket holds at most 2**16 destinations (offsets fit uint16) and about
@@ -100,8 +102,9 @@ def plan_csc(num_src: int, num_dst: int, num_edges: int | None,
              budget_bytes: int) -> CscPlan:
     """Split ``budget_bytes`` between input blocks, ``indptr`` and the per-range buffers."""
     budget = int(budget_bytes)
-    if budget < 16 << 20:
-        raise ValueError(f"Expected a memory budget of at least 16 MiB. Got {format_size(budget)}.")
+    if budget < MIN_BUDGET_BYTES:
+        raise ValueError(f"Expected a memory budget of at least {format_size(MIN_BUDGET_BYTES)}. "
+                         f"Got {format_size(budget)}.")
     block = int(np.clip(budget // 512, MIN_BLOCK_EDGES, MAX_BLOCK_EDGES))
     # int64 conversions of a block (src, dst) may coexist with the raw block: 4 x 8 bytes/edge
     block_mem = 32 * block

@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST_KEY = ".preprocess/manifest.json"
 SCRATCH_KEY = ".preprocess/tmp"
+WORK_KEY = ".preprocess/work"
 
 
 def input_record(path: str | os.PathLike) -> dict:
@@ -136,7 +137,9 @@ class Job:
         if old is not None and not force:
             self._check_same(old)
             self.manifest = old
-            self.complete = bool(old.get("complete")) and self._store_complete()
+            # the store's own flag decides: a kill between its commit and the manifest's
+            # update leaves a complete store with a manifest not yet marked complete
+            self.complete = self._store_complete()
         else:
             self.manifest = None
         self.resumed = self.manifest is not None and bool(self.manifest.get("steps"))
@@ -198,6 +201,7 @@ class Job:
                                        storage_options=self.storage_options)
             self.manifest["steps"] = {}
             self.manifest["complete"] = False
+            shutil.rmtree(self.workdir, ignore_errors=True)
         else:
             self._writer = StoreWriter(self.store_url, mode="a",
                                        storage_options=self.storage_options)
@@ -229,8 +233,27 @@ class Job:
 
     @property
     def tmpdir(self) -> str | None:
-        """Scratch directory for steps (inside the store when local, removed by :meth:`commit`)."""
+        """Scratch directory of one step (inside the store when local); emptied when a run
+        starts, removed by :meth:`commit`. ``None`` (the system's) for remote stores."""
         return self.loc.path(SCRATCH_KEY) if self.loc.is_local else None
+
+    @property
+    def workdir(self) -> str:
+        """A local directory for files that later steps read (id maps, renumbered edges).
+
+        Kept across runs, so a resumed job finds what finished steps left; removed by
+        :meth:`commit`. Inside the store when local, else under the system's temp directory.
+        """
+        if self.loc.is_local:
+            path = self.loc.path(WORK_KEY)
+        else:
+            import hashlib
+            import tempfile
+
+            tag = hashlib.sha1(self.store_url.encode()).hexdigest()[:16]
+            path = os.path.join(tempfile.gettempdir(), f"featurestore-work-{tag}")
+        os.makedirs(path, exist_ok=True)
+        return path
 
     # -- steps ----------------------------------------------------------------------
     def done(self, name: str) -> bool:
@@ -296,6 +319,7 @@ class Job:
         self.complete = True
         if self.loc.is_local:
             shutil.rmtree(self.loc.path(SCRATCH_KEY), ignore_errors=True)
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- reporting ------------------------------------------------------------------
     def summary(self) -> str:
