@@ -54,3 +54,40 @@ class BufferPool:
     def clear(self) -> None:
         with self._lock:
             self._bufs.clear()
+
+
+class StagingRing:
+    """Two (pinned) byte buffers used in turn to stage chunks of rows on their way to the GPU.
+
+    :meth:`next` waits until the copy that last read the buffer has finished (its CUDA event),
+    then returns it viewed as ``(rows,) + row_shape`` of ``dtype``; :meth:`record` marks the
+    copy just issued from it.
+    """
+
+    def __init__(self, chunk_bytes: int, *, pin: bool, slots: int = 2):
+        self.chunk_bytes, self.pin, self.slots = int(chunk_bytes), pin, slots
+        self._bufs: list[torch.Tensor] | None = None
+        self._events: list = [None] * slots
+        self._i = -1
+
+    def next(self, rows: int, dtype: torch.dtype, row_shape: tuple) -> torch.Tensor:
+        n = rows * int(torch.Size(row_shape).numel()) * torch.empty((), dtype=dtype).element_size()
+        if self._bufs is None or n > self._bufs[0].shape[0]:  # first use, or one row > chunk
+            for ev in self._events:
+                if ev is not None:
+                    ev.synchronize()
+            self._events = [None] * self.slots
+            self._bufs = [torch.empty(max(n, self.chunk_bytes), dtype=torch.uint8,
+                                      pin_memory=self.pin) for _ in range(self.slots)]
+        self._i = (self._i + 1) % self.slots
+        ev = self._events[self._i]
+        if ev is not None:
+            ev.synchronize()
+            self._events[self._i] = None
+        return self._bufs[self._i][:n].view(dtype).view((rows,) + tuple(row_shape))
+
+    def record(self, stream) -> None:
+        if stream is not None:
+            ev = torch.cuda.Event()
+            ev.record(stream)
+            self._events[self._i] = ev

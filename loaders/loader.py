@@ -24,7 +24,7 @@ import numba
 import numpy as np
 import torch
 
-from ._buffers import BufferPool
+from ._buffers import BufferPool, StagingRing
 from .sampler import MiniBatch, NeighborSampler, SampledSubgraph
 
 __all__ = ["NeighborLoader", "LoaderStats", "resolve_input_nodes"]
@@ -103,6 +103,59 @@ class _Failure:
 _DONE = object()
 
 
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+@dataclass
+class _Ready:
+    """A batch whose device copies were issued on a side stream, with the event ending them."""
+
+    batch: Any
+    event: Any
+
+    def deliver(self):
+        """In the training loop's thread: order its stream after the copies, and tell the
+        caching allocator that the batch's tensors are used there (``record_stream``)."""
+        if self.event is None:
+            return self.batch
+        cur = torch.cuda.current_stream()
+        cur.wait_event(self.event)
+        for t in _cuda_tensors(self.batch):
+            t.record_stream(cur)
+        return self.batch
+
+
+def _cuda_tensors(obj, depth: int = 0):
+    if depth > 6:
+        return
+    if isinstance(obj, torch.Tensor):
+        if obj.is_cuda:
+            yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _cuda_tensors(v, depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _cuda_tensors(v, depth + 1)
+    elif isinstance(obj, MiniBatch):
+        yield from _cuda_tensors(obj.x, depth + 1)
+        yield from _cuda_tensors(obj.y, depth + 1)
+    elif hasattr(obj, "stores"):  # PyG Data / HeteroData
+        for store in obj.stores:
+            yield from _cuda_tensors(dict(store.items()), depth + 1)
+    elif hasattr(obj, "ndata") and hasattr(obj, "srcdata"):  # a DGL graph or block
+        for frame in (obj.srcdata, obj.dstdata, obj.edata):
+            try:
+                yield from _cuda_tensors(dict(frame), depth + 1)
+            except Exception:  # noqa: BLE001 - heterogeneous frames: skip
+                pass
+
+
 class NeighborLoader:
     """Mini-batches of sampled subgraphs with their features, streamed from a store.
 
@@ -133,6 +186,10 @@ class NeighborLoader:
         Name of the feature to gather per node type (types without it get none).
     labels
         Attach the seeds' labels (store value ``label`` of the seed type) when present.
+    staging_bytes
+        With a CUDA device, rows are gathered into two pinned buffers of this size in turn
+        and copied to the GPU chunk by chunk: host memory for features stays bounded however
+        large a batch is.
 
     Examples
     --------
@@ -146,7 +203,7 @@ class NeighborLoader:
                  shuffle: bool = False, drop_last: bool = False, seed: int = 0,
                  output: str = "raw", device=None, prefetch: int = 2,
                  num_threads: int | None = None, replace: bool = False, feature: str = "feat",
-                 labels: bool = True):
+                 labels: bool = True, staging_bytes: int = 64 << 20):
         if output not in OUTPUTS:
             raise ValueError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
         if batch_size < 1 or prefetch < 1:
@@ -168,6 +225,8 @@ class NeighborLoader:
                         if labels and "label" in store.value_names(self.seed_type) else None)
         self._pools = {t: BufferPool(_torch_dtype(f.dtype), f.shape[1:], pin=self.pin)
                        for t, f in self.features.items()}
+        self._chunked = False  # tests set it to run the device path's chunking on the CPU
+        self._staging = StagingRing(staging_bytes, pin=self.pin)
         self._convert = self._converter(output)
         self.epoch = 0
         self.stats = LoaderStats()
@@ -214,20 +273,41 @@ class NeighborLoader:
                 y = y.pin_memory()
         return MiniBatch(sub, x, y, torch.device("cpu"))
 
-    def _to_device(self, mb: MiniBatch, stream) -> MiniBatch:
-        with torch.cuda.device(self.device):
-            x = {t: torch.empty(v.shape, dtype=v.dtype, device=self.device) for t, v in mb.x.items()}
-            y = None if mb.y is None else torch.empty(mb.y.shape, dtype=mb.y.dtype,
-                                                      device=self.device)
-            with torch.cuda.stream(stream):
-                for t, v in mb.x.items():
-                    x[t].copy_(v, non_blocking=True)
-                if y is not None:
-                    y.copy_(mb.y, non_blocking=True)
-                done = torch.cuda.Event()
-                done.record(stream)
-            done.synchronize()  # the pinned buffers may be reused from here on
-        return MiniBatch(mb.subgraph, x, y, self.device)
+    def _gather_to_device(self, sub: SampledSubgraph, stream) -> MiniBatch:
+        """Gather rows chunk by chunk into a ring of pinned staging buffers and copy each chunk
+        to its slice of the device tensor on ``stream`` (non-blocking), so host memory stays at
+        ``staging_bytes`` whatever the batch size. ``stream=None`` copies synchronously (the
+        CPU path of the same code, used by the tests)."""
+        dev = self.device
+        ring = self._staging
+        x = {}
+        ctx = torch.cuda.stream(stream) if stream is not None else _nullcontext()
+        for t, f in self.features.items():
+            ids = sub.node[t]
+            n = ids.shape[0]
+            with ctx:
+                out = torch.empty((n,) + f.shape[1:], dtype=_torch_dtype(f.dtype), device=dev)
+            step = max(1, ring.chunk_bytes // max(1, f.row_bytes))
+            for lo in range(0, n, step):
+                hi = min(n, lo + step)
+                buf = ring.next(hi - lo, out.dtype, f.shape[1:])
+                f.gather(ids[lo:hi], out=buf)
+                with ctx:
+                    out[lo:hi].copy_(buf, non_blocking=stream is not None)
+                    ring.record(stream)
+            x[t] = out
+        y = None
+        if self._labels is not None:
+            with ctx:
+                y = torch.from_numpy(np.asarray(self._labels[sub.seeds], dtype=np.int64)).to(dev)
+        mb = MiniBatch(sub, x, y, dev)
+        with ctx:
+            out = self._convert(mb)  # edge tensors go to the device on the side stream too
+        ready = None
+        if stream is not None:
+            ready = torch.cuda.Event()
+            ready.record(stream)
+        return _Ready(out, ready)
 
     def _converter(self, output: str) -> Callable[[MiniBatch], Any]:
         if output == "raw":
@@ -313,7 +393,6 @@ class _Pipeline:
         ld = self.loader
         order = ld.batch_order(self.epoch)
         q_sample = queue.Queue(ld.prefetch)
-        q_gather = queue.Queue(1 if self.cuda else ld.prefetch)
         q_out = queue.Queue(ld.prefetch)
 
         def sample_all():
@@ -321,11 +400,9 @@ class _Pipeline:
                 yield ld._sample(self.epoch, k, pos)
 
         self._stage("sample", None, q_sample, sample_all)
-        if self.cuda:
-            stream = torch.cuda.Stream(ld.device)
-            self._stage("gather", q_sample, q_gather, ld._gather)
-            self._stage("copy", q_gather, q_out,
-                        lambda mb: ld._convert(ld._to_device(mb, stream)))
+        if self.cuda or ld._chunked:
+            stream = torch.cuda.Stream(ld.device) if self.cuda else None
+            self._stage("gather", q_sample, q_out, lambda sub: ld._gather_to_device(sub, stream))
         else:
             self._stage("gather", q_sample, q_out, lambda sub: ld._convert(ld._gather(sub)))
         try:
@@ -342,6 +419,8 @@ class _Pipeline:
                     log.debug("loader stage %s failed", item.stage)
                     raise item.exc
                 stats.batches += 1
+                if isinstance(item, _Ready):
+                    item = item.deliver()
                 yield item
         finally:
             self.close()

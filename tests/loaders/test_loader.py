@@ -156,3 +156,22 @@ def test_input_node_forms_and_errors(hetero_store, homo_store):
         NeighborLoader(homo_store, "train", [2], output="jax")
     with pytest.raises(KeyError, match="node type"):
         NeighborLoader(hetero_store, "train", [2])
+
+
+@pytest.mark.parametrize("staging_bytes", [1000, 64 << 20, 10])
+def test_chunked_device_path_on_cpu(hetero_store, staging_bytes):
+    """The GPU path's chunked gather (staging ring, slice copies), run on the CPU."""
+    ld = NeighborLoader(hetero_store, ("paper", "train"), [3, 2], batch_size=100, device="cpu",
+                        staging_bytes=staging_bytes, output="pyg")
+    ld._chunked = True
+    ref = NeighborLoader(hetero_store, ("paper", "train"), [3, 2], batch_size=100, device="cpu",
+                         output="pyg")
+    F = hetero_store.features("paper", "feat").numpy()
+    n = 0
+    for a, b in zip(ld, ref):
+        assert torch.equal(a["paper"].x, torch.from_numpy(np.asarray(F[a["paper"].n_id.numpy()])))
+        assert torch.equal(a["paper"].x, b["paper"].x) and torch.equal(a["paper"].y, b["paper"].y)
+        for et in a.edge_types:
+            assert torch.equal(a[et].edge_index, b[et].edge_index)
+        n += 1
+    assert n == len(ld)
