@@ -3,12 +3,15 @@ overlapped on threads, with a bounded number of batches in flight.
 
 Stages (one thread each; numba kernels and row reads release the GIL)::
 
-    sample (batch k+2) -> gather features into reused, pinned host buffers (k+1)
-        -> copy to the GPU on a side CUDA stream, non_blocking (k) -> training loop
+    sample (batch k+2) -> gather (k+1) -> training loop (k)
 
-Without CUDA the copy stage is skipped and the host tensors are the batch. An exception in a
-stage is raised in the training loop (with its original traceback); leaving the loop early
-(``break``, an exception, or dropping the iterator) stops and joins every stage thread.
+With a CUDA device the gather stage reads rows chunk by chunk into a ring of two reused,
+pinned staging buffers and copies each chunk to the GPU on a side CUDA stream with
+``non_blocking=True`` while it gathers the next one; the training loop's stream waits on the
+batch's event. Without CUDA, rows are gathered into reused host buffers that are the batch
+(a buffer is reused only once nothing refers to it). An exception in a stage is raised in the
+training loop (with its original traceback); leaving the loop early (``break``, an
+exception, or dropping the iterator) stops and joins every stage thread.
 """
 
 from __future__ import annotations
@@ -73,6 +76,9 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype:
 class LoaderStats:
     """Seconds each stage spent working, and the training loop spent waiting, since reset.
 
+    ``gather`` includes, with a CUDA device, issuing the copies and waiting for staging
+    buffers to come free.
+
     ``wait`` is the time the training loop blocked in ``next()``: the share of a training
     step spent waiting on data is ``wait / (time of the loop)``.
     """
@@ -80,16 +86,15 @@ class LoaderStats:
     batches: int = 0
     sample: float = 0.0
     gather: float = 0.0
-    copy: float = 0.0
     wait: float = 0.0
 
     def reset(self) -> None:
-        self.batches, self.sample, self.gather, self.copy, self.wait = 0, 0.0, 0.0, 0.0, 0.0
+        self.batches, self.sample, self.gather, self.wait = 0, 0.0, 0.0, 0.0
 
     def per_batch_ms(self) -> dict[str, float]:
         n = max(self.batches, 1)
         return {k: round(1e3 * getattr(self, k) / n, 2)
-                for k in ("sample", "gather", "copy", "wait")}
+                for k in ("sample", "gather", "wait")}
 
 
 @dataclass
@@ -101,6 +106,11 @@ class _Failure:
 
 
 _DONE = object()
+
+
+def _on(stream):
+    """``torch.cuda.stream(stream)``, or nothing for ``None`` (the CPU path)."""
+    return torch.cuda.stream(stream) if stream is not None else _nullcontext()
 
 
 class _nullcontext:
@@ -281,27 +291,26 @@ class NeighborLoader:
         dev = self.device
         ring = self._staging
         x = {}
-        ctx = torch.cuda.stream(stream) if stream is not None else _nullcontext()
         for t, f in self.features.items():
             ids = sub.node[t]
             n = ids.shape[0]
-            with ctx:
+            with _on(stream):
                 out = torch.empty((n,) + f.shape[1:], dtype=_torch_dtype(f.dtype), device=dev)
             step = max(1, ring.chunk_bytes // max(1, f.row_bytes))
             for lo in range(0, n, step):
                 hi = min(n, lo + step)
                 buf = ring.next(hi - lo, out.dtype, f.shape[1:])
                 f.gather(ids[lo:hi], out=buf)
-                with ctx:
+                with _on(stream):
                     out[lo:hi].copy_(buf, non_blocking=stream is not None)
                     ring.record(stream)
             x[t] = out
         y = None
         if self._labels is not None:
-            with ctx:
+            with _on(stream):
                 y = torch.from_numpy(np.asarray(self._labels[sub.seeds], dtype=np.int64)).to(dev)
         mb = MiniBatch(sub, x, y, dev)
-        with ctx:
+        with _on(stream):
             out = self._convert(mb)  # edge tensors go to the device on the side stream too
         ready = None
         if stream is not None:
