@@ -45,8 +45,13 @@ class DGLNotInstalledError(ImportError):
     """``output="dgl"`` was asked for but DGL cannot be imported."""
 
 
-def require_dgl():
-    """Import and return the ``dgl`` module, or raise :class:`DGLNotInstalledError` saying what to install."""
+def require_dgl(device=None):
+    """Import and return the ``dgl`` module, or raise :class:`DGLNotInstalledError` saying what to install.
+
+    With ``device`` (e.g. ``"cuda"``), also check that this DGL build can place graphs there
+    (PyPI's dgl 2.1.0 is CPU-only). Call it where a DGL pipeline is set up (when a loader with
+    ``output="dgl"`` is built) so that a missing or CPU-only DGL fails before the first batch.
+    """
     import torch
 
     try:
@@ -61,6 +66,8 @@ def require_dgl():
             f"Expected the DGL package for output='dgl'. 'import dgl' found a plain directory "
             f"instead ({list(getattr(dgl, '__path__', []))}): DGL is not installed here. "
             f"{INSTALL_HINT}.")
+    if device is not None and torch.device(device).type != "cpu":
+        _check_device(str(torch.device(device)))
     return dgl
 
 
@@ -111,9 +118,9 @@ def to_blocks(sub: "SampledSubgraph", device=None) -> list:
     Node types are the keys of ``sub.node``; edge types the keys of ``sub.row``. The number of
     layers is the length of ``sub.num_sampled_edges``' lists.
     """
-    dgl = require_dgl()
     import torch
 
+    dgl = require_dgl(device)
     etypes = list(sub.row)
     ntypes = list(sub.node) + sorted({t for et in etypes for t in (et[0], et[2])} - set(sub.node))
     num_layers = _num_layers(sub)
@@ -138,8 +145,6 @@ def to_blocks(sub: "SampledSubgraph", device=None) -> list:
                              f"sampled edges of that type. Got {edge_cum[et][-1]} instead.")
 
     on_device = device is not None and torch.device(device).type != "cpu"
-    if on_device:
-        _check_device(str(torch.device(device)))
     blocks = []
     for k in range(num_layers):  # k = 0 is the input layer
         depth = num_layers - k   # this block holds the edges of sampling layers 1..depth

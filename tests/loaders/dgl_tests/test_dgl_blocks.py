@@ -178,7 +178,7 @@ def test_missing_counts_are_rejected(case):
 
 def test_a_device_dgl_cannot_use_is_refused_clearly(case):
     """PyPI's dgl 2.1.0 is CPU-only: asking for blocks on CUDA names the cause and the way out."""
-    from loaders.dgl import DGLNotInstalledError, to_blocks
+    from loaders.dgl import DGLNotInstalledError, require_dgl, to_blocks
 
     if torch.cuda.is_available():
         try:
@@ -189,3 +189,6 @@ def test_a_device_dgl_cannot_use_is_refused_clearly(case):
     _, sub, _, _, _ = case
     with pytest.raises(DGLNotInstalledError, match="device='cpu'"):
         to_blocks(sub, device="cuda")
+    with pytest.raises(DGLNotInstalledError, match="device='cpu'"):
+        require_dgl("cuda")
+    assert require_dgl("cpu") is dgl
