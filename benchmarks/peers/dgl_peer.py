@@ -21,6 +21,9 @@ DGL's edge ids are positions in the store's CSC. Modes:
     ``TorchBasedFeature`` over the features in RAM, or over a memory map of the store's feature
     file (GraphBolt's ``in_memory: false``; its ``DiskBasedFeature`` is not in 2.1.0), also
     building the DGL blocks as training does.
+``ours-dgl``
+    For reference in the same process and environment: our ``NeighborLoader(output="dgl")``
+    (features gathered from the store, on the CPU) with ``--fanouts`` as given.
 
 Fanout order: ``--fanouts`` is given per hop from the seeds, as our ``NeighborLoader`` and PyG
 take it (15 neighbours of each seed, then 10, then 5). DGL and GraphBolt list fanouts from the
@@ -47,7 +50,7 @@ import warnings
 
 log = logging.getLogger("dgl_peer")
 
-MODES = ("sampler", "loader", "graphbolt", "graphbolt-mmap")
+MODES = ("sampler", "loader", "graphbolt", "graphbolt-mmap", "ours-dgl")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -217,6 +220,19 @@ def run(args) -> dict:
                 res = _timed(mode, _epochs(lambda e: iter(dl)), args, touch, lambda b: b[1].numel())
                 del dl
                 g.ndata.pop("feat")
+            elif mode == "ours-dgl":
+                from loaders import NeighborLoader
+
+                ld = NeighborLoader(store, (ntype, seeds.numpy()), args.fanouts, batch_size=bs,
+                                    shuffle=True, output="dgl", device="cpu", seed=args.seed,
+                                    feature=args.feature, num_threads=args.threads)
+
+                def touch_ours(b):
+                    _ = b[2][0].srcdata["feat"], b[2][-1].dstdata["label"]
+                    return _block_edges(b[2])
+
+                res = _timed(mode, _epochs(lambda e: iter(ld)), args, touch_ours,
+                             lambda b: b[1].numel())
             else:
                 res = _graphbolt(mode, args, store, ntype, feats, indptr, indices, seeds,
                                  dgl_fan, report)

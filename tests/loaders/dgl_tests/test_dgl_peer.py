@@ -35,7 +35,7 @@ def test_dgl_peer_all_modes_sample_the_store_graph(tmp_path):
     rep = json.loads(p.stdout)
     assert rep["num_seeds"] == train.size and rep["num_edges"] == 20000
     modes = {r["mode"]: r for r in rep["results"]}
-    assert set(modes) == {"sampler", "loader", "graphbolt", "graphbolt-mmap"}
+    assert set(modes) == {"sampler", "loader", "graphbolt", "graphbolt-mmap", "ours-dgl"}
     for mode, r in modes.items():
         assert r["batches"] == 1, (mode, r)
         assert r["sampled_edges_per_batch"] == full, (mode, r)
