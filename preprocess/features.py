@@ -216,7 +216,8 @@ def _cast(block: np.ndarray, dtype: np.dtype, name: str, state: dict) -> np.ndar
     if block.dtype.kind == "f" and dtype.kind in "iub":
         raise BadInputError(f"Expected a float dtype to cast the float features of {name} to. "
                             f"Got {dtype}: casting would truncate.")
-    out = block.astype(dtype)
+    with np.errstate(over="ignore"):  # overflows are counted and logged instead
+        out = block.astype(dtype)
     if dtype.kind == "f" and dtype.itemsize < block.dtype.itemsize:
         over = int(np.count_nonzero(np.isinf(out))) - int(np.count_nonzero(np.isinf(block)))
         state["overflow"] = state.get("overflow", 0) + over

@@ -252,7 +252,8 @@ class Job:
 
             tag = hashlib.sha1(self.store_url.encode()).hexdigest()[:16]
             path = os.path.join(tempfile.gettempdir(), f"featurestore-work-{tag}")
-        os.makedirs(path, exist_ok=True)
+        if not self.dry_run:
+            os.makedirs(path, exist_ok=True)
         return path
 
     # -- steps ----------------------------------------------------------------------

@@ -249,6 +249,8 @@ class IdMap:
 
     def _open(self, name: str, mode: str):
         n = self.num_nodes
+        if n == 0:
+            return np.empty(0, np.int64)
         return np.memmap(os.path.join(self.path, f"{name}.bin"), dtype=np.int64, mode=mode,
                          shape=(max(n, 1),))[:n]
 

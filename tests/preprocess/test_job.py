@@ -1,0 +1,89 @@
+"""Resumable jobs: skip finished steps, refuse changed inputs, --force, and SIGKILL + resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import featurestore as fs
+from preprocess import Job
+from preprocess.errors import ManifestMismatchError
+from preprocess.job import MANIFEST_KEY
+from preprocess.spec import run_spec
+
+from pp_helpers import make_toy_dataset, store_snapshot
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def _job(tmp_path, inputs, **kw):
+    return Job(tmp_path / "store", "t", inputs, {"k": 1}, progress=False, **kw)
+
+
+def test_steps_are_skipped_on_rerun(tmp_path):
+    f = tmp_path / "in.npy"
+    np.save(f, np.arange(10))
+    ran = []
+    for _ in range(2):
+        job = _job(tmp_path, [f])
+        stats = job.run_step("nodes", lambda: (ran.append(1), job.writer.add_node_type("n", 10),
+                                               {"rows": 10})[-1])
+        assert stats == {"rows": 10}
+        job.commit()
+    assert ran == [1]
+    assert "done before" in job.summary()
+    man = json.loads((tmp_path / "store" / MANIFEST_KEY).read_text())
+    assert man["complete"] and man["inputs"][0]["size"] == os.path.getsize(f)
+
+
+def test_changed_input_or_option_is_refused_then_forced(tmp_path):
+    f = tmp_path / "in.npy"
+    np.save(f, np.arange(10))
+    job = _job(tmp_path, [f])
+    job.run_step("nodes", lambda: job.writer.add_node_type("n", 10))
+    np.save(f, np.arange(11))
+    with pytest.raises(ManifestMismatchError, match="in.npy changed.*--force"):
+        _job(tmp_path, [f])
+    with pytest.raises(ManifestMismatchError, match="option k: 1 -> 2"):
+        Job(tmp_path / "store", "t", [f], {"k": 2}, progress=False)
+    job = _job(tmp_path, [f], force=True)
+    assert not job.done("nodes")
+    job.run_step("nodes", lambda: job.writer.add_node_type("n", 11))
+    job.commit()
+    assert fs.open_store(tmp_path / "store").num_nodes("n") == 11
+
+
+def test_foreign_store_is_not_replaced(tmp_path):
+    w = fs.create_store(tmp_path / "store")
+    w.add_node_type("n", 3)
+    w.commit()
+    with pytest.raises(fs.StoreExistsError, match="--force"):
+        _job(tmp_path, [])
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("mine")
+    with pytest.raises(fs.StoreExistsError):
+        Job(tmp_path / "other", "t", [], {}, progress=False, force=True)
+    assert (tmp_path / "other" / "keep.txt").exists()
+
+
+def test_sigkill_mid_step_then_resume_equals_uninterrupted(tmp_path):
+    spec, _ = make_toy_dataset(tmp_path / "data", reorder="degree")
+    run_spec(spec, tmp_path / "clean", budget_bytes=16 << 20, progress=False)
+    want = store_snapshot(tmp_path / "clean")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for k in (1, 4, 9, 15):  # kill points in different steps (orig ids, csc, features)
+        store = tmp_path / f"killed-{k}"
+        p = subprocess.run([sys.executable, os.path.join(HERE, "kill_run.py"), spec, str(store),
+                            str(k)], env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == -9, p.stderr[-2000:]
+        with pytest.raises(fs.IncompleteStoreError):
+            fs.open_store(store)
+        job = run_spec(spec, store, budget_bytes=16 << 20, progress=False)
+        assert job.resumed
+        assert store_snapshot(store) == want
