@@ -32,35 +32,51 @@ MIN_PROBE_MIB = 4
 
 @dataclass(frozen=True)
 class Sizes:
-    """Synthetic sizes at a scale (1.0 = MAG240M paper features / papers100M graph)."""
+    """Synthetic sizes and run lengths at a scale (1.0 = MAG240M paper rows / papers100M graph)."""
 
     gather_rows: int
     nodes: int
     edges: int
     prep_edges: int
     prep_nodes: int
-    trials: int
-    device_seconds: float
-    loader_batches: int
-    loader_seconds: float
+    trials: int = 3
+    device_seconds: float = 3.0
+    probe_mib: int = 1024
+    gather_batches: tuple = (1_000, 10_000, 30_000, 100_000, 200_000)
+    zarr_batch: int = 10_000
+    thread_counts: tuple = (1, 4, 16, 32, 64)
+    thread_batch: int = 10_000
+    sample_batch_size: int = 1024
+    sample_batches: int = 10
+    loader_batches: int = 20
+    loader_seconds: float = 15.0
 
     @classmethod
     def at(cls, scale: float) -> "Sizes":
         if not scale > 0:
             raise ValueError(f"Expected a scale > 0. Got {scale} instead.")
         nodes = max(20_000, round(1.11e8 * scale))
+        big = scale > 0.05
         return cls(gather_rows=max(20_000, round(1.21e8 * scale)), nodes=nodes, edges=15 * nodes,
                    prep_edges=max(200_000, round(1.6e9 * scale)), prep_nodes=nodes,
-                   trials=3, device_seconds=3.0 if scale <= 0.05 else 10.0,
-                   loader_batches=20 if scale <= 0.05 else 50,
-                   loader_seconds=15.0 if scale <= 0.05 else 30.0)
+                   device_seconds=10.0 if big else 3.0,
+                   thread_batch=30_000 if big else 10_000, sample_batches=20 if big else 10,
+                   loader_batches=50 if big else 20, loader_seconds=30.0 if big else 15.0)
 
     @classmethod
     def quick(cls) -> "Sizes":
         """Tiny sizes for smoke tests: seconds, not minutes."""
         return cls(gather_rows=20_000, nodes=20_000, edges=200_000, prep_edges=100_000,
-                   prep_nodes=10_000, trials=1, device_seconds=0.0, loader_batches=3,
-                   loader_seconds=5.0)
+                   prep_nodes=10_000, trials=1, device_seconds=0.0, probe_mib=64,
+                   gather_batches=(1_000, 3_000), zarr_batch=1_000, thread_counts=(1, 8),
+                   thread_batch=2_000, sample_batch_size=256, sample_batches=3,
+                   loader_batches=3, loader_seconds=5.0)
+
+
+def ooc_memcap(nodes: int, row_bytes: int = 1536) -> str:
+    """The loader's out-of-core memory cap: a quarter of the fp16 x 768 features, and at least
+    1.5 GiB, which the batch buffers need (fanouts 15,10,5 x 1024 seeds touch ~250k rows)."""
+    return f"{max(1536, nodes * row_bytes // 4 >> 20)}M"
 
 
 # -- the parts ---------------------------------------------------------------------------------
@@ -129,7 +145,7 @@ def _probe_file(target: str, size_mib: int) -> tuple[str, str | None]:
 def run_gather(workdir: str, rows: int, store: str | None = None, ntype: str | None = None,
                feature: str = "feat", batches=None, threads=None, trials: int = 3,
                device_seconds: float = 3.0, zarr_batch: int | None = 10_000,
-               use_fio: bool | None = None) -> dict:
+               thread_batch: int = 10_000, use_fio: bool | None = None) -> dict:
     """The gather sweep on ``store`` or on the two synthetic layouts with ``rows`` rows."""
     from . import gather_bench, gather_sweep as gs
 
@@ -140,7 +156,7 @@ def run_gather(workdir: str, rows: int, store: str | None = None, ntype: str | N
                    for lay in gather_bench.LAYOUTS]
     return gs.run(targets, batches=batches or gs.BATCHES, trials=trials,
                   thread_counts=gs.IO_THREADS if threads is None else threads,
-                  thread_batch=min(30_000, max(1, rows // 10)) if not store else 30_000,
+                  thread_batch=thread_batch,
                   zarr_batch=zarr_batch, device_seconds=device_seconds, use_fio=use_fio)
 
 
@@ -249,22 +265,20 @@ def run_all(scale: float, workdir: str, outdir: str, plot: bool = False, parts=P
         try:
             if part == "device":
                 rep = run_device(workdir, seconds=max(sz.device_seconds, 0.5),
-                                 size_mib=64 if quick else 1024)
+                                 size_mib=sz.probe_mib)
             elif part == "gather":
                 rep = run_gather(workdir, sz.gather_rows, trials=trials,
-                                 device_seconds=sz.device_seconds,
-                                 batches=(1_000, 3_000) if quick else None,
-                                 threads=(1, 8) if quick else None,
-                                 zarr_batch=1_000 if quick else 10_000)
+                                 device_seconds=sz.device_seconds, batches=sz.gather_batches,
+                                 threads=sz.thread_counts, zarr_batch=sz.zarr_batch,
+                                 thread_batch=sz.thread_batch)
             elif part == "sample":
                 rep = run_sample(workdir, sz.nodes, sz.edges, trials=trials,
-                                 batch_size=256 if quick else 1024,
-                                 batches=3 if quick else 20)
+                                 batch_size=sz.sample_batch_size, batches=sz.sample_batches)
             elif part == "loader":
                 rep = run_loader(loader_args(
                     workdir=workdir, nodes=sz.nodes, edges=sz.edges, batches=sz.loader_batches,
                     seconds=sz.loader_seconds, parts="loader,dgl,ooc",
-                    batch_size=256 if quick else 1024))
+                    batch_size=sz.sample_batch_size, memcap=ooc_memcap(sz.nodes)))
             elif part == "preprocess":
                 rep = run_preprocess(preprocess_args(
                     workdir=os.path.join(workdir, "preprocess"), edges=sz.prep_edges,

@@ -58,13 +58,14 @@ def _gather(args) -> int:
 
     sz = _sizes(args)
     rows = sz.gather_rows if (args.scale or args.quick) else int(args.rows)
-    trials = 1 if args.quick else args.trials
-    batches = _ints(args.batch_sizes) or ((1_000, 3_000) if args.quick else None)
-    threads = _ints(args.thread_counts) or ((1, 8) if args.quick else None)
+    batches = _ints(args.batch_sizes) or (sz.gather_batches if args.quick or args.scale else None)
     rep = run_gather(args.workdir, rows, store=args.store, ntype=args.ntype, feature=args.feature,
-                     batches=batches, threads=threads, trials=trials,
-                     device_seconds=0 if args.quick else args.device_seconds,
-                     zarr_batch=None if args.no_zarr else (min(batches) if batches else 10_000))
+                     batches=batches, threads=_ints(args.thread_counts) or sz.thread_counts,
+                     trials=sz.trials if args.quick else args.trials,
+                     device_seconds=sz.device_seconds if args.quick else args.device_seconds,
+                     zarr_batch=None if args.no_zarr else (
+                         min(_ints(args.batch_sizes)) if args.batch_sizes else sz.zarr_batch),
+                     thread_batch=sz.thread_batch)
     return _emit(rep, args)
 
 
@@ -80,20 +81,22 @@ def _sample(args) -> int:
 
     sz = _sizes(args)
     rep = run_sample(args.workdir, sz.nodes, sz.edges, store=args.store,
-                     fanouts=_ints(args.fanouts), batch_size=256 if args.quick else args.batch_size,
-                     batches=3 if args.quick else args.batches,
+                     fanouts=_ints(args.fanouts),
+                     batch_size=sz.sample_batch_size if args.quick else args.batch_size,
+                     batches=sz.sample_batches if args.quick else args.batches,
                      trials=1 if args.quick else args.trials, peers=tuple(args.peers.split(",")))
     return _emit(rep, args)
 
 
 # -- loader ----------------------------------------------------------------------------------
 def _loader(args) -> int:
-    from .all import run_loader
+    from .all import ooc_memcap, run_loader
 
     if args.scale and not args.quick:
         sz = _sizes(args)
         args.nodes, args.edges = sz.nodes, sz.edges
         args.batches, args.seconds = sz.loader_batches, sz.loader_seconds
+        args.memcap = args.memcap or ooc_memcap(sz.nodes)
     if args.quick:
         args.nodes, args.edges, args.batches, args.seconds = 20_000, 200_000, 5, 10.0
         args.batch_size = min(args.batch_size, 256)
@@ -170,7 +173,7 @@ def register(sub) -> None:
     p.add_argument("--workdir", default=DEFAULT_WORKDIR, help="where synthetic stores are made")
     p.add_argument("--fanouts", default="15,10,5", help="per hop from the seeds")
     p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--batches", type=int, default=20, help="timed batches per trial")
+    p.add_argument("--batches", type=int, default=10, help="timed batches per trial")
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--peers", default="featurestore,pyg,dgl")
     p.add_argument("--quick", action="store_true", help="tiny graph: a smoke run")

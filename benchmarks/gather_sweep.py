@@ -31,7 +31,7 @@ from .report import machine_info
 
 log = logging.getLogger(__name__)
 
-BATCHES = (1_000, 3_000, 10_000, 30_000, 100_000, 200_000)
+BATCHES = (1_000, 10_000, 30_000, 100_000, 200_000)
 IO_THREADS = (1, 4, 16, 32, 64)
 
 

@@ -204,9 +204,19 @@ def _loader_plots(report: dict, outdir: str) -> list[str]:
     ok = [(n, r) for n, r in _loader_entries(report) if r.get("batches_per_s")]
     if not ok:
         return []
-    return [plot_bars(os.path.join(outdir, "loader-throughput.png"), [textwrap.fill(n, 22) for n, _ in ok],
-                      {"batches/s": [r["batches_per_s"] for _, r in ok]}, "batches per second",
-                      "Sampler and loader throughput (higher is better)")]
+    files = [plot_bars(os.path.join(outdir, "loader-throughput.png"),
+                       [textwrap.fill(n, 22) for n, _ in ok],
+                       {"batches/s": [r["batches_per_s"] for _, r in ok]}, "batches per second",
+                       "Sampler and loader throughput (higher is better)")]
+    st = [(n, r["stage_ms_per_batch"]) for n, r in ok if r.get("stage_ms_per_batch")]
+    if st:
+        names = list(dict.fromkeys(k for _, d in st for k in d))
+        files.append(plot_stacked(os.path.join(outdir, "loader-stages.png"),
+                                  [textwrap.fill(n, 28) for n, _ in st],
+                                  {k: [d.get(k, 0.0) for _, d in st] for k in names},
+                                  "milliseconds per batch (stage threads overlap)",
+                                  "Our loader: time per pipeline stage"))
+    return files
 
 
 # -- preprocess ------------------------------------------------------------------------------
