@@ -5,7 +5,8 @@
 fp32 x 128), the sampled graph has ogbn-papers100M's 111M nodes (about 15 edges a node) and the
 preprocessing run converts 1.6B edges. Scale 0.01 (1.2M rows, 1.1M nodes, 16M edges) runs in
 minutes on two cores. The run writes, into ``--out``: ``all.json`` (machine, versions, options
-and every trial of every part), ``report.md`` (the tables and the peer ratios) and, with
+and every trial of every part), ``report.md`` (the tables and the peer ratios), ``summary.md``
+(the short version: device, cold gathers against the device limit, peer ratios) and, with
 ``--plot``, the PNG charts; each part also gets its own ``<part>.json``.
 """
 
@@ -307,6 +308,8 @@ def run_all(scale: float, workdir: str, outdir: str, plot: bool = False, parts=P
     md = _all_markdown(summary)
     with open(os.path.join(outdir, "report.md"), "w") as f:
         f.write(md)
+    with open(os.path.join(outdir, "summary.md"), "w") as f:
+        f.write(render.summary_md(summary))
     print(md)
     print(f"wrote {outdir}/all.json, {outdir}/report.md"
           + (f" and {len(charts)} charts" if charts else "") + f" in {total:.0f} s")

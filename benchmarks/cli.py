@@ -134,7 +134,9 @@ def register(sub) -> None:
 
     bench = sub.add_parser("bench", help="throughput benchmarks (storage, gathers, sampling, "
                            "loaders, preprocessing) against peers",
-                           description=__doc__.split("\n\n")[0])
+                           description="Throughput benchmarks. Each prints a markdown table and "
+                           "writes JSON (machine, versions, options, every trial), markdown and, "
+                           "with --plot, PNG charts into --out.")
     bsub = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     fmt = argparse.ArgumentDefaultsHelpFormatter
 

@@ -7,7 +7,9 @@ times the same ids through ``Store.features().gather`` and ``np.memmap(...)[ids]
 at one batch size, zarr-python's ``get_orthogonal_selection``), warm (page cache filled, the
 reader kept open) and cold (every mapping closed and the file's pages evicted before each
 trial). A cold gather is set against the device's random 4 KiB read limit at queue depth 32 for
-the pages the ids touch (``share_of_device_limit`` = limit time / measured time). The thread
+the pages the ids touch (``share_of_device_limit`` = limit time / measured time; above 100% when
+dense batches coalesce into long runs that the device serves faster than random 4 KiB reads, so
+the time to read the same pages sequentially is given as well). The thread
 sweep times the cold gather with 1 to 64 reads in flight (``io_threads``) against the device's
 limits at queue depth 1 and 32, and the warm gather with 1..cpus numba threads.
 """
@@ -121,6 +123,9 @@ def _record(t: GatherTarget, method: str, cache: str, batch: int, times: list[fl
     if cache == "cold" and limits and limits.get("randread_4k_qd32_iops"):
         rec["device_limit_s"] = pages / limits["randread_4k_qd32_iops"]
         rec["share_of_device_limit"] = rec["device_limit_s"] / sec
+        # the same pages read sequentially: the bound that dense batches (long coalesced runs
+        # of rows) approach, where the random 4 KiB limit is too pessimistic
+        rec["device_seq_limit_s"] = pages * 4096 / (limits["seq_read_GBps"] * 1e9)
     return rec
 
 

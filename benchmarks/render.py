@@ -52,10 +52,11 @@ def _gather_md(report: dict) -> str:
                      r["method"], f"{r['seconds']:.4f}", fmt_rate(r["rows_per_s"]),
                      f"{r['GBps']:.3f}", f"{r['speedup_of_featurestore']:.2f}x",
                      f"{r['device_limit_s']:.4f}" if "device_limit_s" in r else None,
-                     f"{share:.0%}" if share is not None else None])
+                     f"{share:.0%}" if share is not None else None,
+                     f"{r['device_seq_limit_s']:.4f}" if "device_seq_limit_s" in r else None])
     out = [md_table(["row layout", "batch (ids)", "density", "cache", "read path", "median s",
-                     "rows/s", "GB/s", "featurestore speed-up", "device limit s (QD32)",
-                     "share of device limit"], rows)]
+                     "rows/s", "GB/s", "featurestore speed-up", "device limit s (random 4 KiB, "
+                     "QD32)", "share of device limit", "same pages sequential s"], rows)]
     th = [r for r in report["results"] if r.get("sweep") == "io_threads"]
     if th:
         out.append("\nCold gathers by reads in flight (`io_threads`, pread path):\n")
@@ -356,3 +357,42 @@ def peer_table(ratios: list[dict]) -> str:
                     [[r["workload"], r["peer"], fmt_rate(r["ours"]),
                       fmt_rate(r["theirs"]) if r.get("theirs") else r.get("status"), r["unit"],
                       f"{r['ratio']:.2f}x" if r.get("ratio") else None] for r in ratios])
+
+
+def cold_vs_device_md(gather: dict) -> str:
+    """One row per layout and batch: our warm and cold gathers, the device's limit for the same
+    pages, the share reached, and the peers' cold times measured in the same run."""
+    rows = [r for r in gather["results"] if "sweep" not in r]
+    out = []
+    for lay in dict.fromkeys(r["layout"] for r in rows):
+        for b in sorted({r["batch"] for r in rows if r["layout"] == lay}):
+            at = {(r["method"], r["cache"]): r for r in rows if r["layout"] == lay and r["batch"] == b}
+            w, c = at.get(("featurestore", "warm")), at.get(("featurestore", "cold"))
+            if not (w and c):
+                continue
+            mm = at.get(("np.memmap", "cold"))
+            share = c.get("share_of_device_limit")
+            out.append([lay, f"{b:,} ({c['density']:.2%})", fmt_rate(w["rows_per_s"]),
+                        fmt_rate(c["rows_per_s"]), f"{c['GBps']:.3f}", f"{c['seconds']:.3f}",
+                        f"{c['device_limit_s']:.3f}" if "device_limit_s" in c else None,
+                        f"{share:.0%}" if share is not None else None,
+                        f"{mm['seconds'] / c['seconds']:.2f}x" if mm else None])
+    return md_table(["row layout", "batch (density)", "warm rows/s", "cold rows/s", "cold GB/s",
+                     "cold s", "device limit s (random 4 KiB, QD32)", "share of device limit",
+                     "cold: np.memmap s / ours"], out)
+
+
+def summary_md(summary: dict) -> str:
+    """The short report of ``bench all`` (the README's tables): machine, device, cold gathers
+    against the device limit, and ours against each peer."""
+    rep = summary["reports"]
+    out = [machine_line(summary["machine"]), ""]
+    if "device" in rep:
+        out += ["Device (page cache bypassed):", "", markdown(rep["device"]), ""]
+    if "gather" in rep:
+        out += ["Gathers (median of trials; cold = every mapping closed and pages evicted "
+                "before each trial):", "", cold_vs_device_md(rep["gather"]), ""]
+    if summary.get("peer_ratios"):
+        out += ["Ours against each peer, in the same run (ratio > 1: ours faster):", "",
+                peer_table(summary["peer_ratios"]), ""]
+    return "\n".join(out)

@@ -200,7 +200,7 @@ def plot_lines(path: str, panels: Sequence[dict], xlabel: str, ylabel: str, titl
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7, loc="best", framealpha=0.85)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -193,6 +193,8 @@ def test_all_quick(tmp_path, monkeypatch):
     for c in s["charts"]:
         assert _is_png(out / c) and f"]({c})" in md
     assert {"gather-batch.png", "sample-throughput.png", "preprocess-stages.png"} <= set(s["charts"])
+    short = (out / "summary.md").read_text()
+    assert "share of device limit" in short and "| np.memmap |" in short
 
 
 def test_all_reports_a_failing_part(tmp_path, monkeypatch):
