@@ -11,8 +11,12 @@ Measured in one run, each for at most ``--batches`` batches or ``--seconds`` sec
 ``dgl``          DGL's sampler and DataLoader, by ``benchmarks/peers/dgl_peer.py`` in the DGL
                  environment (``.venv-dgl``), when it exists;
 ``ooc``          out of core: the same graph with fp16 x 768 features (3 GB), ours in a
-                 process under ``memcap`` (at most a quarter of the features' size, page
-                 cache included, evicted first) against PyG with the features in RAM.
+                 process under ``memcap`` (a quarter of the features' size, page cache
+                 included, the store's files evicted first; topology copied into the process,
+                 raw output, one batch in flight per stage) against PyG with the features in
+                 RAM, both at ``--ooc-batch-size`` (128 by default: on the CPU one batch of
+                 1024 seeds holds ~0.5 GiB of rows, which with the Python/torch runtime cannot
+                 fit 0.71 GiB; on a GPU the rows go through bounded pinned staging buffers).
 
     python -m benchmarks.loader_bench --workdir /work/bigdata/loaders
     featurestore bench loader --workdir ... --quick         # a small smoke run
@@ -129,12 +133,12 @@ def bench_pyg_sampler(data, train, fanouts, batch_size, n, seconds, seed=0) -> d
 
 
 def bench_our_loader(store, fanouts, batch_size, n, seconds, output="pyg", device="cpu",
-                     seed=0, prefetch=2) -> dict:
+                     seed=0, prefetch=2, topology="mmap") -> dict:
     from loaders import NeighborLoader
 
     ld = NeighborLoader(store, "train", fanouts, batch_size=batch_size, shuffle=True,
                         output=output, device=device, seed=seed, prefetch=prefetch,
-                        drop_last=True)
+                        drop_last=True, topology=topology)
     out = _loop(iter(ld), n, seconds, batch_size, lambda b: _edges(b))
     out["stage_ms_per_batch"] = ld.stats.per_batch_ms()
     return out
@@ -152,6 +156,8 @@ def bench_pyg_loader(data, train, fanouts, batch_size, n, seconds, num_workers=0
 
 
 def _edges(b) -> int:
+    if hasattr(b, "subgraph"):  # a raw MiniBatch
+        return b.subgraph.num_edges
     if hasattr(b, "edge_index_dict") and not hasattr(b, "edge_index"):
         return sum(int(e.shape[1]) for e in b.edge_index_dict.values())
     return int(b.edge_index.shape[1])
@@ -161,8 +167,12 @@ def _loop(it, n, seconds, batch_size, edges_of, warmup=2) -> dict:
     for _ in range(warmup):
         next(it)
     edges, k, t0 = 0, 0, time.perf_counter()
-    for b in it:
+    while True:
+        b = next(it, None)
+        if b is None:
+            break
         edges += edges_of(b)
+        del b  # hold no batch while the next is made, as a lean training loop would
         k += 1
         if k >= n or time.perf_counter() - t0 >= seconds:
             break
@@ -183,8 +193,11 @@ def worker(args) -> int:
     """Run one measurement in this process and print its JSON (used under memcap)."""
     fanouts = [int(x) for x in args.fanouts.split(",")]
     if args.worker == "ours":
-        store = fs.open_store(args.store)
-        out = bench_our_loader(store, fanouts, args.batch_size, args.batches, args.seconds)
+        store = fs.open_store(args.store, io_threads=args.io_threads)
+        # raw MiniBatch output: the same tensors as PyG's Data, without importing
+        # torch_geometric (~100 MB of anonymous memory, a seventh of the cap)
+        out = bench_our_loader(store, fanouts, args.batch_size, args.batches, args.seconds,
+                               prefetch=args.prefetch, topology="memory", output="raw")
     elif args.worker == "pyg":
         store = fs.open_store(args.store)
         data = _pyg_data(store)
@@ -199,11 +212,13 @@ def worker(args) -> int:
     return 0
 
 
-def _run_worker(kind: str, store: str, args, cap: str | None = None) -> dict:
+def _run_worker(kind: str, store: str, args, cap: str | None = None,
+                batch_size: int | None = None) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.loader_bench", "--worker", kind, "--store", store,
-           "--fanouts", args.fanouts, "--batch-size", str(args.batch_size),
+           "--fanouts", args.fanouts, "--batch-size", str(batch_size or args.batch_size),
            "--batches", str(args.batches), "--seconds", str(args.seconds),
-           "--pyg-workers", str(args.pyg_workers)]
+           "--pyg-workers", str(args.pyg_workers), "--prefetch", "1",
+           "--io-threads", str(args.io_threads)]
     if cap:
         if not os.path.exists(MEMCAP):
             return {"error": f"{MEMCAP} not found"}
@@ -284,14 +299,15 @@ def run(args) -> dict:
         cap = args.memcap or f"{max(64, fbytes // 4 >> 20)}M"
         from benchmarks.device import evict
 
-        for f in _files(os.path.join(p16, "nodes")):
+        for f in _files(p16):  # cold: features and topology out of the page cache
             evict(f)
         log.info("ours out of core under memcap %s", cap)
-        rep["ooc_ours"] = _run_worker("ours", p16, args, cap=cap)
-        rep["ooc_ours"]["cap"] = cap
-        rep["ooc_ours"]["feature_bytes"] = fbytes
+        obs = args.ooc_batch_size or args.batch_size
+        rep["ooc_ours"] = _run_worker("ours", p16, args, cap=cap, batch_size=obs)
+        rep["ooc_ours"].update(cap=cap, feature_bytes=fbytes, batch_size=obs)
         log.info("PyG with the fp16 x 768 features in RAM")
-        rep["ooc_pyg"] = _run_worker("pyg", p16, args)
+        rep["ooc_pyg"] = _run_worker("pyg", p16, args, batch_size=obs)
+        rep["ooc_pyg"]["batch_size"] = obs
     return rep
 
 
@@ -316,6 +332,8 @@ def table(rep: dict) -> str:
             continue
         extra = f", {r['edges_per_s'] / 1e6:.1f}M edges/s" if "edges_per_s" in r else ""
         seeds = f", {r['seeds_per_s']:,} seeds/s" if "seeds_per_s" in r else ""
+        if "batch_size" in r:
+            name = f"{name} (batch {r['batch_size']})"
         lines.append(f"  {name:40s} {r['batches_per_s']:7.2f} batches/s{seeds}{extra} "
                      f"({r['edges_per_batch']:,} edges/batch, {r['batches']} batches)")
         if "stage_ms_per_batch" in r:
@@ -338,6 +356,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated among {PARTS}")
     p.add_argument("--memcap", help="memory cap of the out-of-core run (default: features / 4)")
     p.add_argument("--pyg-workers", type=int, default=0, help="PyG DataLoader worker processes")
+    p.add_argument("--prefetch", type=int, default=2, help="our loader's batches in flight per stage")
+    p.add_argument("--io-threads", type=int, default=64,
+                   help="reads in flight of our out-of-core gathers (open_store(io_threads=))")
+    p.add_argument("--ooc-batch-size", type=int, default=128,
+                   help="batch size of the out-of-core comparison (both loaders). 1024 cannot "
+                        "fit a quarter of 3 GB on the CPU: one batch's fp16 x 768 rows alone "
+                        "are ~0.5 GiB")
     p.add_argument("--quick", action="store_true", help="tiny graph, a few batches: a smoke run")
     p.add_argument("--json", help="write the report as JSON here")
 

@@ -41,10 +41,11 @@ class BufferPool:
             fit = [b for b in free if b.shape[0] >= n]
             if fit:
                 buf = min(fit, key=lambda b: b.shape[0])
-            else:
-                if free and len(self._bufs) >= self.max_buffers:  # replace a small free one
-                    self._bufs.remove(min(free, key=lambda b: b.shape[0]))
-                cap = max(int(n * 1.25), 1024)
+            else:  # free buffers too small for this batch are dropped, not hoarded
+                for b in free:
+                    self._bufs.remove(b)
+                free = b = None  # drop our references too
+                cap = max(int(n * 1.1), 1024)
                 buf = torch.empty((cap,) + self.row_shape, dtype=self.dtype, pin_memory=self.pin)
                 self.allocations += 1
                 if _use_count is not None and len(self._bufs) < self.max_buffers:

@@ -197,9 +197,13 @@ class NeighborLoader:
     labels
         Attach the seeds' labels (store value ``label`` of the seed type) when present.
     staging_bytes
-        With a CUDA device, rows are gathered into two pinned buffers of this size in turn
-        and copied to the GPU chunk by chunk: host memory for features stays bounded however
-        large a batch is.
+        Rows are gathered in chunks of this size. With a CUDA device each chunk goes through
+        one of two pinned staging buffers to the GPU, so host memory for features stays
+        bounded however large a batch is; on the CPU the chunks bound the reader's scratch
+        memory.
+    topology
+        ``"mmap"`` (default: the store's CSC arrays memory-mapped) or ``"memory"`` (copied
+        into the process, for tight memory budgets where feature reads would evict them).
 
     Examples
     --------
@@ -213,7 +217,7 @@ class NeighborLoader:
                  shuffle: bool = False, drop_last: bool = False, seed: int = 0,
                  output: str = "raw", device=None, prefetch: int = 2,
                  num_threads: int | None = None, replace: bool = False, feature: str = "feat",
-                 labels: bool = True, staging_bytes: int = 64 << 20):
+                 labels: bool = True, staging_bytes: int = 64 << 20, topology: str = "mmap"):
         if output not in OUTPUTS:
             raise ValueError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
         if batch_size < 1 or prefetch < 1:
@@ -222,7 +226,7 @@ class NeighborLoader:
         self.store = store
         self.seed_type, self.input_nodes = resolve_input_nodes(store, input_nodes)
         self.sampler = NeighborSampler(store, num_neighbors, replace=replace,
-                                       num_threads=num_threads)
+                                       num_threads=num_threads, topology=topology)
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last
         self.seed, self.output, self.prefetch = int(seed), output, int(prefetch)
         self.num_threads = num_threads
@@ -273,8 +277,9 @@ class NeighborLoader:
         for t, f in self.features.items():
             ids = sub.node[t]
             buf = self._pools[t].take(ids.shape[0])
-            if ids.shape[0]:
-                f.gather(ids, out=buf)
+            step = max(1, self._staging.chunk_bytes // max(1, f.row_bytes))
+            for lo in range(0, ids.shape[0], step):  # chunks bound the reader's scratch memory
+                f.gather(ids[lo:lo + step], out=buf[lo:lo + step])
             x[t] = buf
         y = None
         if self._labels is not None:

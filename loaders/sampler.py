@@ -161,15 +161,25 @@ class CSCGraph:
         return list(self.csc)
 
     @classmethod
-    def from_store(cls, store) -> "CSCGraph":
-        """Memory-mapped topology of a :class:`featurestore.Store` (zero-copy when local)."""
+    def from_store(cls, store, topology: str = "mmap") -> "CSCGraph":
+        """The topology of a :class:`featurestore.Store`.
+
+        ``topology="mmap"``: memory-mapped, zero-copy when local (the page cache holds it);
+        ``"memory"``: copied into this process, so that a tight memory budget spent on
+        feature pages cannot evict it (each evicted page would cost a synchronous read per
+        sampled neighbour).
+        """
+        if topology not in ("mmap", "memory"):
+            raise ValueError(f"Expected topology 'mmap' or 'memory'. Got {topology!r} instead.")
         nn = {t: store.num_nodes(t) for t in store.node_types}
         csc = {et: store.csc(et) for et in store.edge_types}
+        if topology == "memory":
+            csc = {et: (np.array(p), np.array(i)) for et, (p, i) in csc.items()}
         return cls(nn, csc)
 
     @classmethod
-    def of(cls, graph) -> "CSCGraph":
-        return graph if isinstance(graph, CSCGraph) else cls.from_store(graph)
+    def of(cls, graph, topology: str = "mmap") -> "CSCGraph":
+        return graph if isinstance(graph, CSCGraph) else cls.from_store(graph, topology)
 
 
 #: node types up to this many bytes of int32 map ids to local ids with a dense array
@@ -245,6 +255,8 @@ class NeighborSampler:
         neighbour).
     num_threads
         numba threads for the parallel kernels (default: numba's setting).
+    topology
+        ``"mmap"`` (default) or ``"memory"``: see :meth:`CSCGraph.from_store`.
 
     Examples
     --------
@@ -253,8 +265,8 @@ class NeighborSampler:
     """
 
     def __init__(self, graph, num_neighbors, *, replace: bool = False,
-                 num_threads: int | None = None):
-        self.graph = CSCGraph.of(graph)
+                 num_threads: int | None = None, topology: str = "mmap"):
+        self.graph = CSCGraph.of(graph, topology)
         self.fanouts = Fanouts.parse(num_neighbors, self.graph.edge_types)
         self.replace = bool(replace)
         self.num_threads = num_threads

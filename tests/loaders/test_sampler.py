@@ -179,3 +179,13 @@ def test_bad_input_is_named(skewed_graph, hetero_store):
         NeighborSampler(hetero_store, {"cites": [1], "writes": [1, 2]})
     with pytest.raises(ValueError, match="seed_type"):
         NeighborSampler(hetero_store, [1]).sample([0])
+
+
+def test_topology_in_memory_samples_the_same(hetero_store):
+    seeds = hetero_store.split("train", "paper")[:80]
+    a = NeighborSampler(hetero_store, [4, 3]).sample(seeds, "paper", batch=5)
+    mem = NeighborSampler(hetero_store, [4, 3], topology="memory")
+    assert not any(isinstance(p, np.memmap) for p, _ in mem.graph.csc.values())
+    assert same(a, mem.sample(seeds, "paper", batch=5))
+    with pytest.raises(ValueError, match="topology"):
+        NeighborSampler(hetero_store, [4], topology="disk")
