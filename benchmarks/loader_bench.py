@@ -156,7 +156,9 @@ def bench_pyg_loader(data, train, fanouts, batch_size, n, seconds, num_workers=0
 
 
 def _edges(b) -> int:
-    if hasattr(b, "subgraph"):  # a raw MiniBatch
+    from loaders import MiniBatch
+
+    if isinstance(b, MiniBatch):
         return b.subgraph.num_edges
     if hasattr(b, "edge_index_dict") and not hasattr(b, "edge_index"):
         return sum(int(e.shape[1]) for e in b.edge_index_dict.values())
