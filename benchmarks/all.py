@@ -45,8 +45,8 @@ class Sizes:
     probe_mib: int = 1024
     gather_batches: tuple = (1_000, 10_000, 30_000, 100_000, 200_000)
     zarr_batch: int = 10_000
-    thread_counts: tuple = (1, 4, 16, 32, 64)
-    thread_batch: int = 10_000
+    thread_counts: tuple = (1, 4, 16, 32)
+    thread_batch: int = 5_000
     sample_batch_size: int = 1024
     sample_batches: int = 10
     loader_batches: int = 20
@@ -61,8 +61,9 @@ class Sizes:
         return cls(gather_rows=max(20_000, round(1.21e8 * scale)), nodes=nodes, edges=15 * nodes,
                    prep_edges=max(200_000, round(1.6e9 * scale)), prep_nodes=nodes,
                    device_seconds=10.0 if big else 3.0,
-                   thread_batch=30_000 if big else 10_000, sample_batches=20 if big else 10,
-                   loader_batches=50 if big else 20, loader_seconds=30.0 if big else 15.0)
+                   thread_counts=(1, 4, 16, 32, 64) if big else (1, 4, 16, 32),
+                   thread_batch=30_000 if big else 5_000, sample_batches=20 if big else 10,
+                   loader_batches=50 if big else 20, loader_seconds=30.0 if big else 10.0)
 
     @classmethod
     def quick(cls) -> "Sizes":

@@ -316,7 +316,7 @@ def peer_ratios(reports: dict[str, dict]) -> list[dict]:
     if s:
         mine = next((r for r in s["results"] if r["peer"] == "featurestore"), None)
         for r in s["results"]:
-            if r["peer"] == "featurestore" or mine is None:
+            if r["peer"] == "featurestore" or mine is None or r.get("whole_loader"):
                 continue
             out.append({"workload": "sampling alone", "peer": r.get("impl", r["peer"]),
                         "ours": mine["batches_per_s"], "theirs": r.get("batches_per_s"),
@@ -336,6 +336,12 @@ def peer_ratios(reports: dict[str, dict]) -> list[dict]:
                             "ratio": ra["batches_per_s"] / rb["batches_per_s"]})
         dgl = rep.get("dgl") or {}
         ours = rep.get("ours_loader") or {}
+        for r in (reports.get("sample") or {}).get("results", []):
+            if r.get("whole_loader") and r.get("batches_per_s") and ours.get("batches_per_s"):
+                out.append({"workload": "loader, features in RAM", "peer": r["peer"],
+                            "ours": ours["batches_per_s"], "theirs": r["batches_per_s"],
+                            "unit": "batches/s",
+                            "ratio": ours["batches_per_s"] / r["batches_per_s"]})
         for r in dgl.get("results", []):
             if r.get("batches_per_s") and ours.get("batches_per_s") and r.get("mode") != "sampler":
                 out.append({"workload": "loader, features in RAM", "peer": f"DGL {r['mode']}",

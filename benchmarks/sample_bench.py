@@ -3,7 +3,8 @@
 Seeds/s, sampled edges/s and batches/s of ``loaders.NeighborSampler`` over the store's
 memory-mapped CSC, of PyG's ``torch_geometric.sampler.NeighborSampler`` (torch-sparse or
 pyg-lib, whichever is installed) over the same edges, and of DGL's ``NeighborSampler`` (by
-``benchmarks/peers/dgl_peer.py`` in ``.venv-dgl``, when that environment exists). Each trial
+``benchmarks/peers/dgl_peer.py`` in ``.venv-dgl``, when that environment exists; GraphBolt's
+sample-and-fetch pipeline is timed in the same DGL process, as a loader peer). Each trial
 samples ``batches`` batches of ``batch_size`` seeds drawn from the store's ``train`` split
 (fanouts per hop from the seeds); medians over trials, after untimed warm-up batches. Peers that
 are not installed are reported as such, not as failures.
@@ -173,38 +174,54 @@ def dgl_python() -> str | None:
     return py if os.path.exists(py) else None
 
 
-def bench_dgl(path, fanouts, batch_size, n, trials, warmup, timeout: float = 900) -> dict:
-    """DGL's NeighborSampler in its own environment (one process; one trial of n*trials)."""
+DGL_MODES = {
+    "sampler": ("dgl", "dgl.dataloading.NeighborSampler"),
+    "graphbolt": ("dgl-graphbolt", "GraphBolt sample_neighbor + fetch_feature (features in RAM; "
+                  "a whole loader, not comparable with samplers alone)"),
+}
+
+
+def bench_dgl(path, fanouts, batch_size, n, trials, warmup, modes=("sampler", "graphbolt"),
+              timeout: float = 900) -> list[dict]:
+    """DGL's sampler (and GraphBolt's pipeline) in DGL's own environment: one process, one
+    trial of ``n * trials`` batches per mode (a process start costs seconds)."""
     py = dgl_python()
     if py is None:
-        return {"peer": "dgl", "status": "not installed", "why": "no .venv-dgl "
-                "(scripts/dgl-env.sh builds it)"}
+        return [{"peer": "dgl", "status": "not installed",
+                 "why": "no .venv-dgl (scripts/dgl-env.sh builds it)"}]
     cmd = [py, os.path.join(ROOT, "benchmarks", "peers", "dgl_peer.py"), path,
            "--fanouts", ",".join(map(str, fanouts)), "--batch-size", str(batch_size),
-           "--modes", "sampler", "--batches", str(n * trials), "--seconds", "1e9",
+           "--modes", ",".join(modes), "--batches", str(n * trials), "--seconds", "1e9",
            "--warmup", str(warmup)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"peer": "dgl", "status": "error", "why": f"timed out after {timeout:.0f} s"}
-    try:
         rep = json.loads(p.stdout)
-        r = rep["results"][0]
-    except (json.JSONDecodeError, KeyError, IndexError):
-        return {"peer": "dgl", "status": "error",
-                "why": f"rc={p.returncode}: {p.stderr.strip()[-600:]}"}
-    if "error" in r:
-        return {"peer": "dgl", "status": "error", "why": r["error"]}
-    return {"peer": "dgl", "impl": f"dgl.dataloading.NeighborSampler (dgl "
-            f"{rep['versions']['dgl']}, torch {rep['versions']['torch']}, "
-            f"{rep['threads']} threads)", "batches_per_s": r["batches_per_s"],
-            "seeds_per_s": r["seeds_per_s"], "edges_per_s": r["sampled_edges_per_s"],
-            "edges_per_batch": r["sampled_edges_per_batch"],
-            "trials": [{"seconds": r["seconds"], "batches": r["batches"],
-                        "cpu_seconds": r.get("cpu_seconds")}],
-            "note": "one process, one trial of all batches; DGL samples fresh neighbours per "
-                    "layer (more edges per batch)", "dgl_fanouts": rep.get("dgl_fanouts")}
+        runs = {r["mode"]: r for r in rep["results"]}
+    except subprocess.TimeoutExpired:
+        return [{"peer": "dgl", "status": "error", "why": f"timed out after {timeout:.0f} s"}]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return [{"peer": "dgl", "status": "error",
+                 "why": f"rc={p.returncode}: {p.stderr.strip()[-600:]}"}]
+    out = []
+    for mode in modes:
+        peer, impl = DGL_MODES.get(mode, (f"dgl-{mode}", mode))
+        r = runs.get(mode, {"error": "no result"})
+        if "error" in r:
+            out.append({"peer": peer, "status": "error", "why": r["error"]})
+            continue
+        out.append({"peer": peer, "impl": f"{impl} (dgl {rep['versions']['dgl']}, torch "
+                    f"{rep['versions']['torch']}, {rep['threads']} threads)",
+                    "batches_per_s": r["batches_per_s"], "seeds_per_s": r["seeds_per_s"],
+                    "edges_per_s": r["sampled_edges_per_s"],
+                    "edges_per_batch": r["sampled_edges_per_batch"],
+                    "trials": [{"seconds": r["seconds"], "batches": r["batches"],
+                                "cpu_seconds": r.get("cpu_seconds")}],
+                    "note": "one process, one trial of all batches; DGL samples fresh neighbours "
+                            "per layer (more edges per batch)",
+                    "dgl_fanouts": rep.get("dgl_fanouts"),
+                    "whole_loader": mode != "sampler"})
+    return out
 
 
 def run(path: str, fanouts=(15, 10, 5), batch_size: int = 1024, batches: int = 20,
@@ -233,10 +250,10 @@ def run(path: str, fanouts=(15, 10, 5), batch_size: int = 1024, batches: int = 2
     store.close()
     if "dgl" in peers:
         log.info("sample: DGL")
-        results.append(bench_dgl(path, fanouts, batch_size, batches, trials, warmup))
+        results += bench_dgl(path, fanouts, batch_size, batches, trials, warmup)
     ours = next((r for r in results if r["peer"] == "featurestore"), None)
     for r in results:
-        if ours and r.get("batches_per_s"):
+        if ours and r.get("batches_per_s") and not r.get("whole_loader"):
             r["ours_over_peer"] = ours["batches_per_s"] / r["batches_per_s"]
     return {"benchmark": "sample", "machine": machine_info(path), "options": opts,
             "results": results}
