@@ -235,3 +235,17 @@ def test_cli(mag_root, tmp_path, capsys):
     assert main(["preprocess", "mag240m", str(tmp_path / "none"), str(tmp_path / "x"),
                  "--no-progress"]) == 2
     assert "meta.pt" in capsys.readouterr().err
+
+
+def test_split_dict_of_torch_tensors(mag_root, tmp_path):
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(MagPaths.under(mag_root).root, root / "mag240m_kddcup2021")
+    p = MagPaths.under(root)
+    torch.save({"train": torch.arange(4), "valid": torch.tensor([5, 6]),
+                "test": torch.arange(10, 20)}, p.split_dict)
+    sp = magjob.mag_splits(p, MAG_SPEC.paper)
+    np.testing.assert_array_equal(sp["train"], np.arange(4))
+    np.testing.assert_array_equal(sp["test-dev"], [10, 11, 12, 15, 16, 17])
+    np.testing.assert_array_equal(sp["test-challenge"], [13, 14, 18, 19])
