@@ -133,17 +133,15 @@ class FeatureMaker:
     def __init__(self, seed: int, num_classes: int, dim: int, dtype):
         self.seed, self.num_classes, self.dim = seed, num_classes, dim
         self.dtype = np.dtype(dtype)
-        rng = rng_for(seed, S_FEAT, -1 & 0xFFFF, 1)
+        rng = rng_for(seed, S_FEAT, 0, 1)  # row blocks use sub-stream 0
         self.centroids = rng.standard_normal((num_classes, dim), dtype=np.float32)
 
     def block_rows(self) -> int:
         return max(1, FEAT_BLOCK_BYTES // (self.dim * 4))
 
-    def rows(self, lo: int, hi: int, out: np.ndarray | None = None) -> np.ndarray:
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``lo..hi-1`` (call with the bounds of :meth:`block_rows` blocks)."""
         rng = rng_for(self.seed, S_FEAT, lo)
         x = rng.standard_normal((hi - lo, self.dim), dtype=np.float32)
         x += self.centroids[topic(np.arange(lo, hi, dtype=np.int64), self.num_classes, self.seed)]
-        if out is None:
-            return x.astype(self.dtype)
-        out[...] = x
-        return out
+        return x.astype(self.dtype, copy=False)
