@@ -23,7 +23,7 @@ DEFAULT_SCALE = 0.001
 
 @dataclass(frozen=True)
 class DemoStep:
-    """One step of the demo: what it did, how long, how fast."""
+    """One step of the demo: what it did, how long, how fast (``unit=""``: no throughput)."""
 
     name: str
     seconds: float
@@ -92,8 +92,9 @@ def run_demo(workdir: str | os.PathLike, scale: float = DEFAULT_SCALE, *, seed: 
     s = fs.open_store(store)
     indptr, indices = s.csc(("paper", "cites", "paper"))
     feats = s.features("paper", "feat")
-    res.steps.append(DemoStep("open", time.perf_counter() - t, len(s.edge_types), "edge types",
-                              f"{int(indptr[-1]):,} citation edges memory-mapped"))
+    res.steps.append(DemoStep("open", time.perf_counter() - t, len(s.edge_types), "",
+                              f"{len(s.edge_types)} edge types, {int(indptr[-1]):,} citation "
+                              "edges memory-mapped"))
 
     rng = np.random.default_rng(seed)
     out = np.empty((batch_size,) + feats.shape[1:], feats.dtype)
@@ -114,6 +115,7 @@ def format_report(res: DemoResult) -> str:
     """A table: step, seconds, throughput, detail."""
     rows = [("step", "seconds", "throughput", "detail")]
     for st in res.steps:
-        rows.append((st.name, f"{st.seconds:.2f}", f"{st.rate:,.1f} {st.unit}/s", st.detail))
+        rate = f"{st.rate:,.1f} {st.unit}/s" if st.unit else ""  # no unit: not a throughput
+        rows.append((st.name, f"{st.seconds:.2f}", rate, st.detail))
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(c.ljust(k) for c, k in zip(r, w)).rstrip() for r in rows)
