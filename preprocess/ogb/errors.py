@@ -6,7 +6,7 @@ import pickle
 
 from featurestore.errors import FeatureStoreError
 
-__all__ = ["RawDataError", "RawFileNotFoundError", "UnsafePickleError"]
+__all__ = ["RawDataError", "RawFileNotFoundError", "UnsafePickleError", "TorchTooOldError"]
 
 
 class RawDataError(FeatureStoreError, ValueError):
@@ -19,3 +19,7 @@ class RawFileNotFoundError(FeatureStoreError, FileNotFoundError):
 
 class UnsafePickleError(FeatureStoreError, pickle.UnpicklingError):
     """A ``.pt`` file holds a pickled object outside the allow-list; it was not loaded."""
+
+
+class TorchTooOldError(FeatureStoreError, RuntimeError):
+    """The installed torch cannot load ``.pt`` files with an allow-list (needs torch >= 2.6)."""

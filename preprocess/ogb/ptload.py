@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import RawDataError, RawFileNotFoundError, UnsafePickleError
+from .errors import RawDataError, RawFileNotFoundError, TorchTooOldError, UnsafePickleError
 
 __all__ = ["load_pt", "allowed_globals"]
 
@@ -48,10 +48,17 @@ def load_pt(path: str | os.PathLike) -> Any:
         The file references a global outside :func:`allowed_globals` (nothing was executed).
     RawDataError
         The file is not a readable ``torch.save`` dump.
+    TorchTooOldError
+        torch < 2.6 (no allow-list of named globals); this never falls back to unsafe loading.
     """
     import torch
 
     path = os.fspath(path)
+    version = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+    if version < (2, 6) or not hasattr(torch.serialization, "safe_globals"):
+        raise TorchTooOldError(
+            f"Expected torch >= 2.6 to read {path} safely (torch.load(weights_only=True) with an "
+            f"allow-list of named globals). Got torch {torch.__version__}; upgrade torch.")
     if not os.path.exists(path):
         raise RawFileNotFoundError(f"Expected {path}. It is missing.")
     try:

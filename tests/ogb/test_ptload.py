@@ -70,3 +70,12 @@ def test_empty_arrays_load(tmp_path):
                tmp_path / "e.pt")
     got = load_pt(tmp_path / "e.pt")
     assert got["valid"].shape == (0,) and got["x"].dtype == np.float16
+
+
+def test_old_torch_is_refused_not_bypassed(tmp_path, monkeypatch):
+    from preprocess.ogb.errors import TorchTooOldError
+
+    torch.save({"train": np.arange(3)}, tmp_path / "s.pt")
+    monkeypatch.setattr(torch, "__version__", "2.4.1+cpu")
+    with pytest.raises(TorchTooOldError, match="torch >= 2.6"):
+        load_pt(tmp_path / "s.pt")
