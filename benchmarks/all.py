@@ -13,13 +13,14 @@ and every trial of every part), ``report.md`` (the tables and the peer ratios), 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from . import render
 from .report import machine_info, write_json
@@ -197,41 +198,56 @@ def run_loader(ns: argparse.Namespace) -> dict:
             "seconds": time.perf_counter() - t, "results": rep}
 
 
-def preprocess_args(**overrides) -> argparse.Namespace:
-    from preprocess.memory import parse_size
+@dataclass(frozen=True)
+class PreprocessOptions:
+    """What ``bench preprocess`` asks of :mod:`benchmarks.preprocess_bench`."""
 
-    ns = argparse.Namespace(workdir="bench-data/preprocess", memory=parse_size("640MiB"),
-                            memcap=None, repeat=3, seed=0, edges=10**8, nodes=10**7, scipy=True,
-                            rows=None, dim=128, json=None, delete_inputs=False)
-    for k, v in overrides.items():
-        setattr(ns, k, v)
-    return ns
+    workdir: str
+    edges: int
+    nodes: int
+    memory: int = 640 << 20
+    memcap: str | None = None
+    repeat: int = 3
+    scipy: bool = True
+    feature_rows: int | None = None
+    feature_dim: int = 128
 
 
-def run_preprocess(ns: argparse.Namespace) -> dict:
-    """:mod:`benchmarks.preprocess_bench`'s edges (and features, when ``ns.rows``) benchmarks."""
+def _preprocess_cli(kind: str, argv: list[str], o: PreprocessOptions) -> dict:
+    """Run ``python -m benchmarks.preprocess_bench KIND ...`` in this process; its JSON."""
     from . import preprocess_bench as pb
 
-    ns.workdir = os.path.abspath(ns.workdir)  # the children run in the repository root
-    res = {}
-    try:
-        res["edges"] = pb.bench_edges(argparse.Namespace(**vars(ns)))
-    except Exception as e:  # noqa: BLE001  (report the failure beside the other results)
-        log.exception("preprocess edges benchmark failed")
-        res["edges"] = {"error": f"{type(e).__name__}: {e}"}
-    if ns.rows:
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, f"{kind}.json")
+        argv = [kind, "--workdir", o.workdir, "--memory", str(o.memory), "--repeat",
+                str(o.repeat), "--json", out] + argv + (["--memcap", o.memcap] if o.memcap else [])
+        try:
+            rc = pb.main(argv)
+        except SystemExit as e:  # argparse refused the options
+            return {"error": f"preprocess_bench {' '.join(argv)}: exit {e.code}"}
+        except Exception as e:  # noqa: BLE001  (report the failure beside the other results)
+            log.exception("preprocess %s benchmark failed", kind)
+            return {"error": f"{type(e).__name__}: {e}"}
+        if rc != 0 or not os.path.exists(out):
+            return {"error": f"preprocess_bench {kind} exited {rc}"}
+        with open(out) as f:
+            return json.load(f)
+
+
+def run_preprocess(o: PreprocessOptions) -> dict:
+    """:mod:`benchmarks.preprocess_bench`'s edges (and features, with ``feature_rows``) runs."""
+    o = replace(o, workdir=os.path.abspath(o.workdir))  # its children run in the repo root
+    res = {"edges": _preprocess_cli("edges", ["--edges", str(o.edges), "--nodes", str(o.nodes)]
+                                    + (["--scipy"] if o.scipy else []), o)}
+    if o.feature_rows:
         try:
             import preprocess.features  # noqa: F401
         except ImportError as e:
             res["features"] = {"error": f"not available: {e}"}
         else:
-            try:
-                res["features"] = pb.bench_features(argparse.Namespace(**vars(ns)))
-            except Exception as e:  # noqa: BLE001
-                log.exception("preprocess features benchmark failed")
-                res["features"] = {"error": f"{type(e).__name__}: {e}"}
-    opts = {k: v for k, v in vars(ns).items() if not callable(v)}
-    return {"benchmark": "preprocess", "machine": machine_info(ns.workdir), "options": opts,
+            res["features"] = _preprocess_cli("features", ["--rows", str(o.feature_rows),
+                                                           "--dim", str(o.feature_dim)], o)
+    return {"benchmark": "preprocess", "machine": machine_info(o.workdir), "options": asdict(o),
             "results": res}
 
 
@@ -282,7 +298,7 @@ def run_all(scale: float, workdir: str, outdir: str, plot: bool = False, parts=P
                     seconds=sz.loader_seconds, parts="loader,dgl,ooc",
                     batch_size=sz.sample_batch_size, memcap=ooc_memcap(sz.nodes)))
             elif part == "preprocess":
-                rep = run_preprocess(preprocess_args(
+                rep = run_preprocess(PreprocessOptions(
                     workdir=os.path.join(workdir, "preprocess"), edges=sz.prep_edges,
                     nodes=sz.prep_nodes, repeat=trials,
                     memory=max(64 << 20, sz.prep_edges * 16 // 4)))

@@ -105,19 +105,19 @@ def _loader(args) -> int:
 
 # -- preprocess ------------------------------------------------------------------------------
 def _preprocess(args) -> int:
-    from .all import preprocess_args, run_preprocess
+    from .all import PreprocessOptions, run_preprocess
     from preprocess.memory import parse_size
 
     sz = _sizes(args)
     edges = int(args.edges) if args.edges else sz.prep_edges
     nodes = int(args.nodes) if args.nodes else sz.prep_nodes
-    ns = preprocess_args(workdir=os.path.join(args.workdir, "preprocess"), edges=edges,
-                         nodes=nodes, repeat=1 if args.quick else args.trials,
-                         memory=parse_size(args.memory) if args.memory
-                         else max(64 << 20, edges * 16 // 4),
-                         memcap=args.memcap, scipy=not args.no_scipy,
-                         rows=int(args.feature_rows) if args.feature_rows else None)
-    return _emit(run_preprocess(ns), args)
+    o = PreprocessOptions(workdir=os.path.join(args.workdir, "preprocess"), edges=edges,
+                          nodes=nodes, repeat=1 if args.quick else args.trials,
+                          memory=parse_size(args.memory) if args.memory
+                          else max(64 << 20, edges * 16 // 4),
+                          memcap=args.memcap, scipy=not args.no_scipy,
+                          feature_rows=int(args.feature_rows) if args.feature_rows else None)
+    return _emit(run_preprocess(o), args)
 
 
 # -- all -------------------------------------------------------------------------------------

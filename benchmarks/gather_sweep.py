@@ -125,7 +125,8 @@ def _record(t: GatherTarget, method: str, cache: str, batch: int, times: list[fl
         rec["share_of_device_limit"] = rec["device_limit_s"] / sec
         # the same pages read sequentially: the bound that dense batches (long coalesced runs
         # of rows) approach, where the random 4 KiB limit is too pessimistic
-        rec["device_seq_limit_s"] = pages * 4096 / (limits["seq_read_GBps"] * 1e9)
+        if limits.get("seq_read_GBps"):
+            rec["device_seq_limit_s"] = pages * 4096 / (limits["seq_read_GBps"] * 1e9)
     return rec
 
 
