@@ -26,7 +26,6 @@ import logging
 import os
 import statistics
 import subprocess
-import sys
 import time
 
 import numpy as np
