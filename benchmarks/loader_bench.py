@@ -83,12 +83,13 @@ def _timed(step, n: int, seconds: float, warmup: int = 2) -> dict:
     """Call ``step(k)`` (returns sampled edges) for up to ``n`` batches or ``seconds``."""
     for k in range(warmup):
         step(k)
-    edges, t0, k = 0, time.perf_counter(), 0
+    edges, t0, c0, k = 0, time.perf_counter(), time.process_time(), 0
     while k < n and time.perf_counter() - t0 < seconds:
         edges += step(warmup + k)
         k += 1
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"batches": k, "seconds": round(dt, 3), "batches_per_s": round(k / dt, 2),
+            "cpu_seconds": round(cpu, 3), "cpu_ms_per_batch": round(1e3 * cpu / max(k, 1), 1),
             "edges_per_batch": int(edges / max(k, 1)), "edges_per_s": round(edges / dt)}
 
 
@@ -133,12 +134,12 @@ def bench_pyg_sampler(data, train, fanouts, batch_size, n, seconds, seed=0) -> d
 
 
 def bench_our_loader(store, fanouts, batch_size, n, seconds, output="pyg", device="cpu",
-                     seed=0, prefetch=2, topology="mmap") -> dict:
+                     seed=0, prefetch=2, topology="mmap", staging_bytes=64 << 20) -> dict:
     from loaders import NeighborLoader
 
     ld = NeighborLoader(store, "train", fanouts, batch_size=batch_size, shuffle=True,
                         output=output, device=device, seed=seed, prefetch=prefetch,
-                        drop_last=True, topology=topology)
+                        drop_last=True, topology=topology, staging_bytes=staging_bytes)
     out = _loop(iter(ld), n, seconds, batch_size, lambda b: _edges(b))
     out["stage_ms_per_batch"] = ld.stats.per_batch_ms()
     return out
@@ -168,7 +169,7 @@ def _edges(b) -> int:
 def _loop(it, n, seconds, batch_size, edges_of, warmup=2) -> dict:
     for _ in range(warmup):
         next(it)
-    edges, k, t0 = 0, 0, time.perf_counter()
+    edges, k, t0, c0 = 0, 0, time.perf_counter(), time.process_time()
     while True:
         b = next(it, None)
         if b is None:
@@ -178,9 +179,10 @@ def _loop(it, n, seconds, batch_size, edges_of, warmup=2) -> dict:
         k += 1
         if k >= n or time.perf_counter() - t0 >= seconds:
             break
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     del it
     return {"batches": k, "seconds": round(dt, 3), "batches_per_s": round(k / dt, 2),
+            "cpu_seconds": round(cpu, 3), "cpu_ms_per_batch": round(1e3 * cpu / max(k, 1), 1),
             "seeds_per_s": round(k * batch_size / dt), "edges_per_batch": int(edges / max(k, 1))}
 
 
@@ -199,7 +201,8 @@ def worker(args) -> int:
         # raw MiniBatch output: the same tensors as PyG's Data, without importing
         # torch_geometric (~100 MB of anonymous memory, a seventh of the cap)
         out = bench_our_loader(store, fanouts, args.batch_size, args.batches, args.seconds,
-                               prefetch=args.prefetch, topology="memory", output="raw")
+                               prefetch=args.prefetch, topology="memory", output="raw",
+                               staging_bytes=16 << 20)  # small read scratch per chunk
     elif args.worker == "pyg":
         store = fs.open_store(args.store)
         data = _pyg_data(store)
@@ -336,14 +339,26 @@ def table(rep: dict) -> str:
         seeds = f", {r['seeds_per_s']:,} seeds/s" if "seeds_per_s" in r else ""
         if "batch_size" in r:
             name = f"{name} (batch {r['batch_size']})"
+        cpu = f", {r['cpu_ms_per_batch']:.0f} CPU ms/batch" if "cpu_ms_per_batch" in r else ""
         lines.append(f"  {name:40s} {r['batches_per_s']:7.2f} batches/s{seeds}{extra} "
-                     f"({r['edges_per_batch']:,} edges/batch, {r['batches']} batches)")
+                     f"({r['edges_per_batch']:,} edges/batch, {r['batches']} batches{cpu})")
         if "stage_ms_per_batch" in r:
             lines.append(f"  {'':40s} stage busy ms/batch: {r['stage_ms_per_batch']}")
         if "memcap" in r:
             lines.append(f"  {'':40s} {r['memcap']}")
-    if "dgl" in rep:
-        lines.append(f"  DGL: {json.dumps(rep['dgl'])[:600]}")
+    dgl = rep.get("dgl") or {}
+    for r in dgl.get("results", []):
+        if "batches_per_s" in r:
+            cpu = (f", {1e3 * r['cpu_seconds'] / max(r['batches'], 1):.0f} CPU ms/batch"
+                   if r.get("cpu_seconds") else "")
+            lines.append(f"  {'DGL ' + str(r.get('mode')):40s} {r['batches_per_s']:7.2f} batches/s, "
+                         f"{r.get('seeds_per_s', 0):,.0f} seeds/s "
+                         f"({r.get('sampled_edges_per_batch', 0):,.0f} edges/batch, "
+                         f"{r['batches']} batches{cpu})")
+        else:
+            lines.append(f"  DGL {r.get('mode')}: {json.dumps(r)[:300]}")
+    if "skipped" in dgl or "error" in dgl:
+        lines.append(f"  DGL: {dgl.get('skipped') or dgl.get('error')}")
     return "\n".join(lines)
 
 

@@ -6,8 +6,8 @@ PyG's own ``FeatureStore``/``GraphStore``/``BaseSampler`` interfaces; ``loaders.
 to DGL blocks. torch_geometric and dgl are imported lazily, by those modules only.
 """
 
-from .loader import NeighborLoader, resolve_input_nodes
+from .loader import LoaderStats, NeighborLoader, resolve_input_nodes
 from .sampler import CSCGraph, Fanouts, MiniBatch, NeighborSampler, SampledSubgraph
 
-__all__ = ["NeighborLoader", "NeighborSampler", "SampledSubgraph", "MiniBatch", "Fanouts",
+__all__ = ["NeighborLoader", "LoaderStats", "NeighborSampler", "SampledSubgraph", "MiniBatch", "Fanouts",
            "CSCGraph", "resolve_input_nodes"]

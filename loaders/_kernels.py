@@ -53,6 +53,24 @@ def _counts_ser(indptr, frontier, fanout, replace, start, deg, counts):
         _count_one(indptr, frontier, fanout, replace, start, deg, counts, i)
 
 
+_LAYER_SAFE: bool | None = None
+
+
+def _parallel_ok() -> bool:
+    """Whether parallel kernels may run while another thread runs them too.
+
+    numba's ``workqueue`` threading layer (used when neither TBB nor OpenMP is available)
+    aborts the process on concurrent parallel regions; the loader's stages overlap, so with
+    that layer the sampler falls back to its serial kernels.
+    """
+    global _LAYER_SAFE
+    if _LAYER_SAFE is None:
+        tiny = np.zeros(2, np.int64)
+        _counts_par(tiny, tiny[:1], 1, False, tiny.copy(), tiny.copy(), tiny.copy())
+        _LAYER_SAFE = numba.threading_layer() != "workqueue"
+    return _LAYER_SAFE
+
+
 def sample_counts(indptr, frontier, fanout, replace, start, deg):
     """Offsets (length ``len(frontier) + 1``) of each destination's sampled edges.
 
@@ -62,7 +80,7 @@ def sample_counts(indptr, frontier, fanout, replace, start, deg):
     """
     counts = np.empty(frontier.shape[0] + 1, np.int64)
     counts[0] = 0
-    fn = _counts_par if frontier.shape[0] >= PARALLEL_MIN else _counts_ser
+    fn = _counts_par if frontier.shape[0] >= PARALLEL_MIN and _parallel_ok() else _counts_ser
     fn(indptr, frontier, fanout, replace, start, deg, counts)
     return np.cumsum(counts, out=counts)
 
@@ -126,7 +144,7 @@ def _fill_ser(starts, degs, indices, fanout, replace, key, offsets, src, eid, ds
 def sample_fill(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst):
     """Fill ``src`` (global source id), ``eid`` (position in ``indices``), ``dst`` (frontier
     index) for every destination whose CSC range is ``starts``/``degs``."""
-    fn = _fill_par if src.shape[0] >= PARALLEL_MIN else _fill_ser
+    fn = _fill_par if src.shape[0] >= PARALLEL_MIN and _parallel_ok() else _fill_ser
     fn(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst)
 
 
