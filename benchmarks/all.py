@@ -148,7 +148,8 @@ def _probe_file(target: str, size_mib: int) -> tuple[str, str | None]:
 def run_gather(workdir: str, rows: int, store: str | None = None, ntype: str | None = None,
                feature: str = "feat", batches=None, threads=None, trials: int = 3,
                device_seconds: float = 3.0, zarr_batch: int | None = 10_000,
-               thread_batch: int = 10_000, use_fio: bool | None = None) -> dict:
+               thread_batch: int = 10_000, use_fio: bool | None = None,
+               device: dict | None = None) -> dict:
     """The gather sweep on ``store`` or on the two synthetic layouts with ``rows`` rows."""
     from . import gather_bench, gather_sweep as gs
 
@@ -160,7 +161,8 @@ def run_gather(workdir: str, rows: int, store: str | None = None, ntype: str | N
     return gs.run(targets, batches=batches or gs.BATCHES, trials=trials,
                   thread_counts=gs.IO_THREADS if threads is None else threads,
                   thread_batch=thread_batch,
-                  zarr_batch=zarr_batch, device_seconds=device_seconds, use_fio=use_fio)
+                  zarr_batch=zarr_batch, device_seconds=device_seconds, use_fio=use_fio,
+                  device=device)
 
 
 def run_sample(workdir: str, nodes: int, edges: int, store: str | None = None,
@@ -251,6 +253,11 @@ def run_preprocess(o: PreprocessOptions) -> dict:
             "results": res}
 
 
+def _only_device(rep: dict | None) -> dict | None:
+    """The limits of a ``device`` report (measured on the workdir's file system)."""
+    return next(iter(rep["results"].values())) if rep else None
+
+
 # -- output ------------------------------------------------------------------------------------
 def emit(report: dict, outdir: str, plot: bool, name: str | None = None) -> dict:
     """Write ``<name>.json`` and ``<name>.md`` (and the charts) into ``outdir``; print the table."""
@@ -288,7 +295,8 @@ def run_all(scale: float, workdir: str, outdir: str, plot: bool = False, parts=P
                 rep = run_gather(workdir, sz.gather_rows, trials=trials,
                                  device_seconds=sz.device_seconds, batches=sz.gather_batches,
                                  threads=sz.thread_counts, zarr_batch=sz.zarr_batch,
-                                 thread_batch=sz.thread_batch)
+                                 thread_batch=sz.thread_batch,
+                                 device=_only_device(reports.get("device")))
             elif part == "sample":
                 rep = run_sample(workdir, sz.nodes, sz.edges, trials=trials,
                                  batch_size=sz.sample_batch_size, batches=sz.sample_batches)

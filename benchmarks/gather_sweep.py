@@ -199,12 +199,19 @@ def thread_sweep(t: GatherTarget, batch: int = 30_000, io_threads=IO_THREADS, tr
 
 def run(targets: list[GatherTarget], batches=BATCHES, trials: int = 3, io_threads: int = 32,
         thread_counts=IO_THREADS, thread_batch: int = 30_000, zarr_batch: int | None = 10_000,
-        device_seconds: float = 3.0, use_fio: bool | None = None) -> dict:
-    """The whole sweep over ``targets``; a report dict (see :mod:`benchmarks.report`)."""
+        device_seconds: float = 3.0, use_fio: bool | None = None,
+        device: dict | None = None) -> dict:
+    """The whole sweep over ``targets``; a report dict (see :mod:`benchmarks.report`).
+
+    ``device``: limits already measured on the same file system (``bench device``'s result);
+    else each target's file is probed for ``device_seconds`` per probe (0: no probe).
+    """
     results, devices = [], {}
     for t in targets:
         limits = None
-        if device_seconds > 0:
+        if device:
+            limits = devices[t.layout] = device
+        elif device_seconds > 0:
             limits = devices[t.layout] = device_limits(t.file, seconds=device_seconds,
                                                        use_fio=use_fio)
         results += batch_sweep(t, batches, trials, io_threads, zarr_batch, limits)
