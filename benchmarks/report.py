@@ -23,7 +23,9 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["machine_info", "timed_trials", "md_table", "write_json", "fmt_rate", "plot_lines",
+from featurestore.errors import FeatureStoreError
+
+__all__ = ["MissingDependencyError", "machine_info", "timed_trials", "md_table", "write_json", "fmt_rate", "plot_lines",
            "plot_bars", "plot_stacked"]
 
 
@@ -160,8 +162,17 @@ def _null_locator():
     return NullLocator()
 
 
+class MissingDependencyError(FeatureStoreError, ImportError):
+    """An optional package a benchmark needs is not installed."""
+
+
 def _plt():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise MissingDependencyError(
+            "Expected matplotlib for the charts (--plot). It is not installed: "
+            "pip install 'graph-featurestore[bench]' (or pip install matplotlib).") from e
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt

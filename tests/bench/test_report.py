@@ -46,6 +46,7 @@ def test_write_json_numpy_values(tmp_path):
 
 
 def test_charts_are_png(tmp_path):
+    pytest.importorskip("matplotlib")
     a = plot_lines(str(tmp_path / "l.png"), [{"title": "t", "series": [
         {"label": "s", "x": [1000, 10000], "y": [1e5, 2e5]},
         {"label": "limit", "x": [1000, 10000], "y": [3e5, 3e5], "style": "--"}]}],
@@ -83,6 +84,23 @@ def test_peer_ratios_against_hand_computed():
     assert got[("COO -> CSC, 100 edges", "scipy tocsc")] == pytest.approx(0.25)
     table = render.peer_table(render.peer_ratios({"sample": sample}))
     assert "not installed" in table and "3.00x" in table
+
+
+def test_plot_without_matplotlib_is_a_clear_error(monkeypatch):
+    import builtins
+
+    from benchmarks.report import MissingDependencyError
+
+    real = builtins.__import__
+
+    def no_mpl(name, *a, **k):
+        if name.startswith("matplotlib"):
+            raise ImportError("No module named 'matplotlib'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_mpl)
+    with pytest.raises(MissingDependencyError, match="pip install"):
+        plot_bars("unused.png", ["x"], {"g": [1.0]}, "y", "t")
 
 
 def test_device_share_in_gather_record():
