@@ -162,16 +162,16 @@ def test_input_node_forms_and_errors(hetero_store, homo_store):
 def test_chunked_device_path_on_cpu(hetero_store, staging_bytes):
     """The GPU path's chunked gather (staging ring, slice copies), run on the CPU."""
     ld = NeighborLoader(hetero_store, ("paper", "train"), [3, 2], batch_size=100, device="cpu",
-                        staging_bytes=staging_bytes, output="pyg")
+                        staging_bytes=staging_bytes)
     ld._chunked = True
-    ref = NeighborLoader(hetero_store, ("paper", "train"), [3, 2], batch_size=100, device="cpu",
-                         output="pyg")
+    ref = NeighborLoader(hetero_store, ("paper", "train"), [3, 2], batch_size=100, device="cpu")
     F = hetero_store.features("paper", "feat").numpy()
     n = 0
     for a, b in zip(ld, ref):
-        assert torch.equal(a["paper"].x, torch.from_numpy(np.asarray(F[a["paper"].n_id.numpy()])))
-        assert torch.equal(a["paper"].x, b["paper"].x) and torch.equal(a["paper"].y, b["paper"].y)
-        for et in a.edge_types:
-            assert torch.equal(a[et].edge_index, b[et].edge_index)
+        ids = a.subgraph.node["paper"]
+        assert torch.equal(a.x["paper"], torch.from_numpy(np.asarray(F[ids])))
+        assert torch.equal(a.x["paper"], b.x["paper"]) and torch.equal(a.y, b.y)
+        for et in a.subgraph.row:
+            assert np.array_equal(a.subgraph.row[et], b.subgraph.row[et])
         n += 1
     assert n == len(ld)
