@@ -204,6 +204,10 @@ class NeighborLoader:
     topology
         ``"mmap"`` (default: the store's CSC arrays memory-mapped) or ``"memory"`` (copied
         into the process, for tight memory budgets where feature reads would evict them).
+    rank, world_size
+        Data-parallel training (DDP): every rank shuffles the inputs alike (same ``seed``)
+        and takes its own contiguous share of ``len(inputs) // world_size`` of them, so the
+        ranks see disjoint seeds and the same number of batches per epoch.
 
     Examples
     --------
@@ -217,9 +221,14 @@ class NeighborLoader:
                  shuffle: bool = False, drop_last: bool = False, seed: int = 0,
                  output: str = "raw", device=None, prefetch: int = 2,
                  num_threads: int | None = None, replace: bool = False, feature: str = "feat",
-                 labels: bool = True, staging_bytes: int = 64 << 20, topology: str = "mmap"):
+                 labels: bool = True, staging_bytes: int = 64 << 20, topology: str = "mmap",
+                 rank: int = 0, world_size: int = 1):
         if output not in OUTPUTS:
             raise ValueError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"Expected 0 <= rank < world_size. Got rank={rank}, "
+                             f"world_size={world_size} instead.")
+        self.rank, self.world_size = int(rank), int(world_size)
         if batch_size < 1 or prefetch < 1:
             raise ValueError(f"Expected batch_size >= 1 and prefetch >= 1. "
                              f"Got {batch_size} and {prefetch} instead.")
@@ -246,8 +255,12 @@ class NeighborLoader:
         self.stats = LoaderStats()
 
     # -- public --------------------------------------------------------------------------
+    def _share(self) -> int:
+        """Input nodes this rank sees per epoch (equal on every rank)."""
+        return self.input_nodes.shape[0] // self.world_size
+
     def __len__(self) -> int:
-        n, b = self.input_nodes.shape[0], self.batch_size
+        n, b = self._share(), self.batch_size
         return n // b if self.drop_last else -(-n // b)
 
     def set_epoch(self, epoch: int) -> None:
@@ -260,10 +273,12 @@ class NeighborLoader:
         return _Pipeline(self, epoch).run()
 
     def batch_order(self, epoch: int) -> list[np.ndarray]:
-        """Positions in ``input_nodes`` of each batch of ``epoch``."""
+        """Positions in ``input_nodes`` of each batch of ``epoch`` (this rank's share)."""
         n = self.input_nodes.shape[0]
         pos = (np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle
                else np.arange(n))
+        share = self._share()
+        pos = pos[self.rank * share:(self.rank + 1) * share]
         return [pos[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size,
                                                               self.batch_size)]
 

@@ -175,3 +175,18 @@ def test_chunked_device_path_on_cpu(hetero_store, staging_bytes):
             assert np.array_equal(a.subgraph.row[et], b.subgraph.row[et])
         n += 1
     assert n == len(ld)
+
+
+def test_ranks_take_disjoint_equal_shares(homo_store):
+    n = len(homo_store.split("train"))
+    shares = []
+    for rank in range(3):
+        ld = NeighborLoader(homo_store, "train", [2], batch_size=50, shuffle=True, seed=4,
+                            device="cpu", rank=rank, world_size=3)
+        shares.append(np.concatenate([p for p in ld.batch_order(0)]))
+        assert len(ld) == -(-(n // 3) // 50)
+    assert all(s.shape[0] == n // 3 for s in shares)
+    allpos = np.concatenate(shares)
+    assert np.unique(allpos).shape[0] == allpos.shape[0] == 3 * (n // 3)
+    with pytest.raises(ValueError, match="rank"):
+        NeighborLoader(homo_store, "train", [2], rank=3, world_size=3)
