@@ -117,7 +117,7 @@ def child_ours_edges(args) -> dict:
     return {"seconds": stats["seconds"], "edges": stats["edges_in"],
             "edges_out": stats["edges_out"], "gb_read": stats["bytes_read"] / 1e9,
             "passes": stats["passes"], "peak_anon": stats["peak_anon_bytes"],
-            "phases": {k: stats[k] for k in ("histogram_seconds", "partition_seconds",
+            "phases": {k: stats.get(k) for k in ("histogram_seconds", "spill_seconds", "partition_seconds",
                                              "finish_seconds", "write_seconds")}}
 
 
@@ -145,10 +145,12 @@ def child_ours_features(args) -> dict:
 
     shutil.rmtree(args.store, ignore_errors=True)
     feat = FeatureSource.from_npy(args.input)
+    perm = np.load(args.perm, mmap_mode="r") if args.perm else None
     w = fs.create_store(args.store, mode="w")
     w.add_node_type("node", feat.num_rows)
-    stats = write_features(w, "node", "feat", feat, dtype=np.float16,
-                           budget_bytes=args.memory, progress=False)
+    stats = write_features(w, "node", "feat", feat, dtype=np.float16, perm=perm,
+                           budget_bytes=args.memory, tmpdir=args.store + ".tmp",
+                           progress=False)
     w.commit()
     return {"seconds": stats["seconds"], "rows": feat.num_rows,
             "gb_read": stats["bytes_read"] / 1e9, "gb_written": stats["bytes_written"] / 1e9,
@@ -164,6 +166,8 @@ def run_child(kind: str, args, memcap: str | None) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.preprocess_bench", "_child", kind,
            "--input", args.input, "--store", args.store, "--nodes", str(args.nodes),
            "--memory", str(args.memory)]
+    if getattr(args, "perm", None):
+        cmd += ["--perm", args.perm]
     if memcap:
         cmd = [MEMCAP, memcap, "--"] + cmd
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -183,6 +187,57 @@ def run_child(kind: str, args, memcap: str | None) -> dict:
         if m:
             res["memcap_peak_anon"] = float(m.group(1)) * (1 << 30)
     return res
+
+
+def verify_sample(store_path: str, input_path: str, samples: int = 500, seed: int = 0) -> int:
+    """Check the CSC of ``samples`` random destinations against a streaming scan of the input
+    (sorted, deduplicated sources); returns the number of edges checked."""
+    import featurestore as fs
+
+    st = fs.open_store(store_path)
+    indptr, indices = st.csc()
+    n = indptr.shape[0] - 1
+    rng = np.random.default_rng(seed)
+    want_d = np.unique(rng.integers(0, n, samples))
+    a = np.load(input_path, mmap_mode="r")
+    found_s, found_d = [], []
+    step = 1 << 24
+    for lo in range(0, a.shape[1], step):
+        d = np.asarray(a[1, lo:lo + step])
+        m = np.isin(d, want_d)
+        found_s.append(np.asarray(a[0, lo:lo + step])[m])
+        found_d.append(d[m])
+    s = np.concatenate(found_s)
+    d = np.concatenate(found_d)
+    pairs = np.unique(np.stack([d, s]), axis=1)
+    checked = 0
+    for v in want_d:
+        got = np.asarray(indices[indptr[v]:indptr[v + 1]])
+        exp = pairs[1][pairs[0] == v]
+        if not np.array_equal(got, exp):
+            raise AssertionError(f"destination {v}: store has {got[:10]}..., input {exp[:10]}...")
+        checked += exp.shape[0]
+    if int(indptr[-1]) != indices.shape[0] or np.any(np.diff(np.asarray(indptr[::max(1, n // 4096)])) < 0):
+        raise AssertionError("indptr is inconsistent")
+    st.close()
+    return checked
+
+
+def verify_features(store_path: str, input_path: str, perm_path: str | None,
+                    samples: int = 2000, seed: int = 0) -> None:
+    """Random rows of the store's feature against the input (through the permutation)."""
+    import featurestore as fs
+
+    st = fs.open_store(store_path)
+    f = st.features("node", "feat")
+    x = np.load(input_path, mmap_mode="r")
+    rows = np.sort(np.random.default_rng(seed).integers(0, f.shape[0], samples))
+    src = rows if perm_path is None else np.asarray(np.load(perm_path, mmap_mode="r")[rows])
+    got = f.gather(rows)
+    want = np.asarray(x[src]).astype(np.float16)
+    if not np.array_equal(got, want):
+        raise AssertionError("feature rows differ from the input")
+    st.close()
 
 
 def _median(rows: list[dict], key: str) -> float:
@@ -211,6 +266,9 @@ def bench_edges(args) -> dict:
             r = theirs[-1]
             print(f"  scipy #{i}: {r['seconds']:.2f} s, {r['edges'] / r['seconds'] / 1e6:.2f}M "
                   f"edges/s, peak {format_size(r['peak_anon'])}", flush=True)
+    if args.verify:
+        checked = verify_sample(args.store, args.input)
+        print(f"verified: {checked} edges of 500 random destinations match a scan of the input")
     shutil.rmtree(args.store, ignore_errors=True)
     out = {"bench": "edges", "edges": args.edges, "nodes": args.nodes, "budget": args.memory,
            "memcap": args.memcap, "ours": ours, "scipy": theirs}
@@ -238,8 +296,13 @@ def bench_features(args) -> dict:
         args.seed)
     args.store = os.path.join(args.workdir, "feat-store")
     args.nodes = args.rows
+    args.perm = None
+    if args.permute:  # a random permutation, as renumbering or reordering would apply
+        args.perm = os.path.join(args.workdir, f"perm-{args.rows}.npy")
+        np.save(args.perm, np.random.default_rng(args.seed).permutation(args.rows))
     gb = args.rows * args.dim * 4 / 1e9
-    print(f"features: {args.input} ({args.rows:,} x {args.dim} fp32 = {gb:.2f} GB) -> fp16; "
+    print(f"features: {args.input} ({args.rows:,} x {args.dim} fp32 = {gb:.2f} GB) -> fp16"
+          f"{', permuted' if args.perm else ''}; "
           f"budget {format_size(args.memory)}" + (f"; memcap {args.memcap}" if args.memcap else ""))
     runs = []
     for i in range(args.repeat):
@@ -248,7 +311,12 @@ def bench_features(args) -> dict:
         print(f"  #{i}: {r['seconds']:.2f} s, {r['gb_read'] / r['seconds']:.2f} GB/s read, "
               f"{r['rows'] / r['seconds'] / 1e6:.2f}M rows/s, peak {format_size(r['peak_anon'])} "
               f"{r.get('memcap', '')}", flush=True)
+    if args.verify:
+        verify_features(args.store, args.input, args.perm)
+        print("verified: 2000 random rows equal the input cast to fp16")
     shutil.rmtree(args.store, ignore_errors=True)
+    if args.perm:
+        os.remove(args.perm)
     t = _median(runs, "seconds")
     pk = max(r.get("memcap_peak_anon", r["peak_anon"]) for r in runs)
     print(f"median {t:.2f} s = {gb / t:.2f} GB/s read, peak anon {format_size(pk)}")
@@ -276,15 +344,21 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--edges", type=count, default=count("100M"))
     e.add_argument("--nodes", type=count, default=count("10M"))
     e.add_argument("--scipy", action="store_true", help="also run scipy's tocsc, alternating")
+    e.add_argument("--verify", action="store_true",
+                   help="check 500 random destinations of the result against a scan of the input")
     f = sub.add_parser("features", parents=[common], help="fp32 .npy to fp16 store features")
     f.add_argument("--rows", type=count, default=count("16M"))
     f.add_argument("--dim", type=int, default=128)
+    f.add_argument("--permute", action="store_true",
+                   help="apply a random row permutation (the external bucket permutation)")
+    f.add_argument("--verify", action="store_true", help="check 2000 random rows afterwards")
     c = sub.add_parser("_child", help=argparse.SUPPRESS)
     c.add_argument("kind", choices=sorted(CHILDREN))
     c.add_argument("--input")
     c.add_argument("--store")
     c.add_argument("--nodes", type=int)
     c.add_argument("--memory", type=int)
+    c.add_argument("--perm", default=None)
     args = p.parse_args(argv)
     if args.cmd == "_child":
         print(json.dumps(CHILDREN[args.kind](args)))

@@ -55,6 +55,50 @@ def partition_block(src, dst, lo, hi, shift, bucket_pos, ts, td, drop_self_loops
 
 
 @numba.njit(nogil=True, cache=True)
+def _range_of(range_hi, d):
+    lo = 0
+    hi = range_hi.shape[0] - 1
+    while lo < hi:  # the first range whose end is past d
+        mid = (lo + hi) >> 1
+        if range_hi[mid] > d:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@numba.njit(nogil=True, cache=True)
+def split_block(src, dst, range_hi, out_s, out_d, counts, drop_self_loops):
+    """Group a block's edges by destination range (``range_hi``: the ranges' ends, ascending)
+    for the spill pass: ``out_s``/``out_d`` get the sources and the destinations' offsets in
+    their range, range by range (stable); ``counts[r]`` the number of edges of range ``r``.
+    Self loops are dropped here when asked (offsets no longer show them). Returns the total."""
+    nr = range_hi.shape[0]
+    for r in range(nr):
+        counts[r] = 0
+    for i in range(src.shape[0]):
+        if drop_self_loops and src[i] == dst[i]:
+            continue
+        counts[_range_of(range_hi, dst[i])] += 1
+    pos = np.empty(nr, np.int64)
+    acc = 0
+    for r in range(nr):
+        pos[r] = acc
+        acc += counts[r]
+    for i in range(src.shape[0]):
+        s = src[i]
+        d = dst[i]
+        if drop_self_loops and s == d:
+            continue
+        r = _range_of(range_hi, d)
+        p = pos[r]
+        out_s[p] = s
+        out_d[p] = d - (range_hi[r - 1] if r > 0 else 0)
+        pos[r] = p + 1
+    return acc
+
+
+@numba.njit(nogil=True, cache=True)
 def _insertion_sort(a, lo, hi):
     for i in range(lo + 1, hi):
         v = a[i]
@@ -188,3 +232,46 @@ def write_indptr(counts, start, out):
         acc += counts[i]
         out[i] = acc
     return acc
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _half_bits(f):
+    """float32 bits -> float16 bits, round to nearest even (NumPy's rules, NaN payload kept).
+    Only selects, no branches on data, so the loop around it vectorises."""
+    one = np.uint32(1)
+    sign = (f >> np.uint32(16)) & np.uint32(0x8000)
+    a = f & np.uint32(0x7FFFFFFF)
+    # normal range: rebias the exponent, round to nearest even on bit 13
+    norm = (a + np.uint32(0xC8000FFF) + ((a >> np.uint32(13)) & one)) >> np.uint32(13)
+    # subnormal range: shift the significand right by 126 - e (14..24), round to nearest even
+    e = a >> np.uint32(23)
+    sh = np.uint32(126) - (e if e < np.uint32(112) else np.uint32(112))
+    sh = sh if sh < np.uint32(25) else np.uint32(25)
+    sig = (a & np.uint32(0x7FFFFF)) | np.uint32(0x800000)
+    q = sig >> sh
+    rem = sig & ((one << sh) - one)
+    halfway = one << (sh - one)
+    up = (rem > halfway) | ((rem == halfway) & ((q & one) == one))
+    q = q + (one if up else np.uint32(0))
+    sub = np.uint32(0) if e < np.uint32(102) else q
+    nan = np.uint32(0x7C00) + ((a & np.uint32(0x7FFFFF)) >> np.uint32(13))
+    nan = np.uint32(0x7C01) if nan == np.uint32(0x7C00) else nan
+    big = nan if a > np.uint32(0x7F800000) else np.uint32(0x7C00)
+    small = sub if a < np.uint32(0x38800000) else norm
+    return sign | (big if a >= np.uint32(0x47800000) else small)
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def f32_to_f16(src, dst):
+    """float32 bits (``src``, uint32) to float16 bits (``dst``, uint16) exactly as NumPy's
+    ``astype(float16)`` (NumPy's own cast runs at ~0.5 GB/s here); returns how many finite
+    values overflowed to inf."""
+    over = 0
+    for i in numba.prange(src.shape[0]):
+        f = src[i]
+        h = _half_bits(f)
+        a = f & np.uint32(0x7FFFFFFF)
+        if (h & np.uint32(0x7FFF)) == np.uint32(0x7C00) and a < np.uint32(0x7F800000):
+            over += 1
+        dst[i] = np.uint16(h)
+    return over

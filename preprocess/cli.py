@@ -85,6 +85,8 @@ def register(subparsers) -> None:
         "features, labels, splits); see docs/preprocess.md for the format.")
     q.add_argument("spec", metavar="SPEC", help="the dataset spec file (YAML)")
     q.add_argument("store", metavar="STORE", help="where the store goes (directory or URL)")
+    q.add_argument("--reorder", choices=["none", "degree"], default=None,
+                   help="renumber nodes by in-degree, highest first (overrides the spec)")
     q.set_defaults(func=_run_spec)
 
     q = add_preprocess_command(
@@ -123,7 +125,7 @@ def register(subparsers) -> None:
 def _run_spec(args) -> int:
     from .spec import run_spec
 
-    job = run_spec(args.spec, args.store, **job_kwargs(args))
+    job = run_spec(args.spec, args.store, reorder=args.reorder, **job_kwargs(args))
     print(job.plan_text() if args.dry_run else job.summary())
     return 0
 

@@ -14,9 +14,12 @@ The edge list is streamed, never held:
    when coalescing. The range's slice of ``indices`` is appended to a scratch file and its
    destinations' counts to ``indptr``.
 
-The input is read ``1 + number of ranges`` times; the budget decides the number of ranges. The
-store's ``indptr`` is written first, so ``indices`` is copied from the scratch file once the
-last range is done (a sequential copy of the output).
+The budget decides the number of ranges. With one or two ranges the input is simply read again
+per range; with more, one *spill* pass groups the edges by range into a scratch file (the
+sources and the destinations' offsets, 8 bytes per edge with int32 ids), so the input is read
+twice in all and each range reads only its own edges. The store's ``indptr`` is written first,
+so ``indices`` is copied from a scratch file once the last range is done (a sequential copy of
+the output).
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ MAX_HIST_BUCKETS = 1 << 20
 #: BUCKET_EDGES edges, so that finishing it stays in the core's cache; at most MAX_BUCKETS
 #: buckets per range keep the partition pass's write streams few.
 MAX_BUCKET_SHIFT = 16
+#: spill the input once by range when there are at least this many ranges, and no more than
+#: one per SPILL_MIN_SEGMENT edges of an input block (so spilled segments stay large reads).
+SPILL_MIN_RANGES = 3
+SPILL_MIN_SEGMENT = 4096
 BUCKET_EDGES = 1 << 16
 MAX_BUCKETS = 1 << 14
 
@@ -186,6 +193,50 @@ def bucket_shift(width: int, edges: int, min_shift: int) -> int:
     return shift
 
 
+class _Spill:
+    """The spill pass: one more read of the input that groups its edges by destination range
+    into one scratch file (segments of ``(sources, offsets)``, indexed per range), so that each
+    range then reads only its own edges instead of the whole input again."""
+
+    def __init__(self, source: EdgeSource, plan: CscPlan, range_hi: np.ndarray,
+                 drop_self_loops: bool, scratch: _Scratch, stats: dict, progress: bool,
+                 what: str):
+        self.plan = plan
+        self.widths = np.diff(np.concatenate([[0], range_hi]))
+        self.dd = np.dtype(np.uint32) if self.widths.max() < 2**32 else np.dtype(np.int64)
+        self.path = scratch.file("spill.bin")
+        self.segments: list[list[tuple[int, int]]] = [[] for _ in range_hi]
+        idt = plan.index_dtype
+        out_s = np.empty(plan.block_edges, idt)
+        out_d = np.empty(plan.block_edges, self.dd)
+        counts = np.empty(len(range_hi), np.int64)
+        off = 0
+        with open(self.path, "wb") as f, bar(source.num_edges, f"{what}: spill", progress) as pb:
+            for part in source.parts():
+                for s, d in part.iter_blocks(plan.block_edges):
+                    K.split_block(s, d, range_hi, out_s, out_d, counts, drop_self_loops)
+                    stats["bytes_read"] += s.nbytes + d.nbytes
+                    at = 0
+                    for r in np.flatnonzero(counts):
+                        c = int(counts[r])
+                        f.write(memoryview(out_s[at:at + c]).cast("B"))
+                        f.write(memoryview(out_d[at:at + c]).cast("B"))
+                        self.segments[r].append((off, c))
+                        off += c * (idt.itemsize + self.dd.itemsize)
+                        at += c
+                    pb.update(s.shape[0])
+        stats["spill_bytes"] = off
+
+    def blocks(self, r: int):
+        """The edges of range ``r``: (sources, destination offsets) per spilled segment."""
+        idt = self.plan.index_dtype
+        with open(self.path, "rb") as f:
+            for off, c in self.segments[r]:
+                f.seek(off)
+                yield (np.fromfile(f, dtype=idt, count=c),
+                       np.fromfile(f, dtype=self.dd, count=c))
+
+
 def _iter_ranges(source: EdgeSource, plan: CscPlan, cum: np.ndarray, bounds: np.ndarray,
                  counts: np.ndarray, *, sort: bool, coalesce: bool, drop_self_loops: bool,
                  scratch: _Scratch, stats: dict, progress: bool, what: str):
@@ -193,11 +244,20 @@ def _iter_ranges(source: EdgeSource, plan: CscPlan, cum: np.ndarray, bounds: np.
 
     ``cum`` holds the cumulative edge counts of the histogram buckets, ``bounds`` the ranges
     in histogram buckets. ``counts[d + 1]`` receives destination ``d``'s count (kept edges).
+    With enough ranges the input is spilled once (:class:`_Spill`) rather than re-read per range.
     """
     idt = plan.index_dtype
     h = plan.hist_shift
     nranges = len(bounds) - 1
-    with bar((source.num_edges or 0) * nranges or None, f"{what}: partition", progress) as pb:
+    range_hi = np.minimum(np.asarray(bounds[1:], np.int64) << h, plan.num_dst)
+    spill = None
+    if SPILL_MIN_RANGES <= nranges <= plan.block_edges // SPILL_MIN_SEGMENT and int(cum[-1]):
+        t = time.perf_counter()
+        spill = _Spill(source, plan, range_hi, drop_self_loops, scratch, stats, progress, what)
+        stats["spill_seconds"] = round(time.perf_counter() - t, 3)
+        stats["passes"] = 2  # reads of the input: the histogram and the spill
+    total = int(cum[-1]) if spill is not None else (source.num_edges or 0) * nranges
+    with bar(total or None, f"{what}: partition", progress) as pb:
         for r in range(nranges):
             f0, f1 = int(bounds[r]), int(bounds[r + 1])
             lo, hi = f0 << h, min(f1 << h, plan.num_dst)
@@ -215,14 +275,19 @@ def _iter_ranges(source: EdgeSource, plan: CscPlan, cum: np.ndarray, bounds: np.
                 ts = np.empty(n, idt)
                 td = np.empty(n, np.uint16)
             t = time.perf_counter()
-            if n:
+            if n and spill is not None:  # offsets within the range; self loops already gone
+                pos = bstart[:-1].copy()
+                for s, d in spill.blocks(r):
+                    K.partition_block(s, d, 0, hi - lo, shift, pos, ts, td, False)
+                    pb.update(s.shape[0])
+            elif n:
                 pos = bstart[:-1].copy()
                 for part in source.parts():
                     for s, d in part.iter_blocks(plan.block_edges):
                         K.partition_block(s, d, lo, hi, shift, pos, ts, td, drop_self_loops)
                         stats["bytes_read"] += s.nbytes + d.nbytes
                         pb.update(s.shape[0])
-            else:
+            elif spill is None:
                 pb.update(source.num_edges or 0)
             t2 = time.perf_counter()
             stats["partition_seconds"] += t2 - t
@@ -277,6 +342,7 @@ def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, in
                                         scratch=scratch, stats=stats, progress=progress,
                                         what=what):
                     f.write(memoryview(np.ascontiguousarray(out)).cast("B"))
+                    del out  # or the next range's buffers would be allocated beside it
             del cum
             np.cumsum(indptr, out=indptr)
             n_out = int(indptr[-1])
@@ -357,7 +423,8 @@ def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int,
             raise ValueError(f"Expected symmetrize only for a relation within one node type. "
                              f"{tuple(et)} joins two types: add its reverse_etype instead.")
         source = concat(source, source.reversed())
-    need = (source.num_edges or 0) * fmt.index_dtype(num_src).itemsize * 2  # scratch + store
+    # store + scratch indices, and the spilled edges (sources and uint32 offsets)
+    need = (source.num_edges or 0) * (3 * fmt.index_dtype(num_src).itemsize + 4)
     if writer.loc.is_local:
         free = free_disk_bytes(writer.loc.root)
         if need > free:

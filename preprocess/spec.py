@@ -284,6 +284,8 @@ def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = Fals
               budget_bytes=budget_bytes, progress=progress)
     T = _Types(spec, job)
     B = budget_bytes
+    if not dry_run and not job.complete:
+        job.check_disk(_disk_estimate(spec), "the store and its scratch files")
 
     # 1. node counts and id maps
     for nt, ns in spec.nodes.items():
@@ -453,6 +455,20 @@ def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = Fals
                     st.stats = {"ids": int(ids.shape[0])}
     job.commit(spec=spec.path)
     return job
+
+
+def _disk_estimate(spec: DatasetSpec) -> int:
+    """Bytes a run needs at most, from the file headers (CSV edge counts are unknown: 0)."""
+    need = 0
+    for e in spec.edges:
+        n = _edge_source(e).num_edges or 0
+        n *= 2 if e.undirected else 1
+        copies = 2 if e.reverse else 1
+        need += 16 * n + copies * 2 * 8 * n  # renumbered scratch, scratch + store indices
+    for ns in spec.nodes.values():
+        for ref in list(ns.features.values()) + list(ns.values.values()):
+            need += 2 * os.path.getsize(ref.path)
+    return need
 
 
 def _feature_source(ref: FileRef, spec_path: str) -> FeatureSource:

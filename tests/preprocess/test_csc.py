@@ -65,17 +65,18 @@ def graphs(draw):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(g=graphs(), coalesce=st.booleans(), drop=st.booleans(),
        budget=st.sampled_from([1 << 10, 1 << 12, 1 << 20, 64 << 20]),
-       block=st.sampled_from([1, 7, 1 << 16]))
-def test_matches_scipy(g, coalesce, drop, budget, block):
+       block=st.sampled_from([1, 7, 1 << 16]), spill=st.booleans())
+def test_matches_scipy(g, coalesce, drop, budget, block, spill):
     src, dst, num_src, num_dst, bipartite = g
     drop = drop and not bipartite
-    csc.MIN_BLOCK_EDGES, old = block, csc.MIN_BLOCK_EDGES
+    old = csc.MIN_BLOCK_EDGES, csc.SPILL_MIN_SEGMENT
+    csc.MIN_BLOCK_EDGES, csc.SPILL_MIN_SEGMENT = block, 1 if spill else 1 << 40
     try:
         indptr, indices, stats = _collect(from_arrays(src, dst), num_src=num_src,
                                           num_dst=num_dst, coalesce=coalesce,
                                           drop_self_loops=drop, budget_bytes=budget)
     finally:
-        csc.MIN_BLOCK_EDGES = old
+        csc.MIN_BLOCK_EDGES, csc.SPILL_MIN_SEGMENT = old
     want_ptr, want_idx = reference_csc(src, dst, num_src, num_dst, coalesce=coalesce,
                                        drop_self_loops=drop)
     np.testing.assert_array_equal(indptr, want_ptr)
@@ -97,7 +98,9 @@ def test_unsorted_neighbours_are_a_permutation(g):
         np.testing.assert_array_equal(np.sort(indices[a:b]), want_idx[a:b])
 
 
-def test_many_ranges_and_oversized_destination(tmp_path):
+@pytest.mark.parametrize("spill", [False, True])
+def test_many_ranges_and_oversized_destination(tmp_path, monkeypatch, spill):
+    monkeypatch.setattr(csc, "SPILL_MIN_SEGMENT", 1 if spill else 1 << 40)
     rng = np.random.default_rng(5)
     n = 3000
     src = rng.integers(0, n, 60000)
@@ -107,6 +110,7 @@ def test_many_ranges_and_oversized_destination(tmp_path):
                                       coalesce=True, budget_bytes=64 << 10,
                                       tmpdir=str(tmp_path / "scratch"))
     assert stats["ranges"] > 3
+    assert ("spill_bytes" in stats) == spill
     want_ptr, want_idx = reference_csc(src, dst, n, n, coalesce=True)
     np.testing.assert_array_equal(indptr, want_ptr)
     np.testing.assert_array_equal(indices, want_idx)
@@ -183,3 +187,13 @@ def test_node_count_must_match_store(tmp_path):
     with pytest.raises(BadInputError, match="Expected 5 nodes of type 'n'"):
         build_csc(w, ("n", "e", "n"), from_arrays([0], [1]), num_src=6, num_dst=6,
                   progress=False)
+
+
+def test_not_enough_disk(tmp_path, monkeypatch):
+    from preprocess.errors import NotEnoughDiskError
+
+    w = _store(tmp_path, {"n": 10})
+    monkeypatch.setattr(csc, "free_disk_bytes", lambda path: 100)
+    with pytest.raises(NotEnoughDiskError, match="Expected .* free for .*Got 100 B"):
+        build_csc(w, ("n", "e", "n"), from_arrays(np.arange(50) % 10, np.arange(50) % 7),
+                  num_src=10, num_dst=10, progress=False)
