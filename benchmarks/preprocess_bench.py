@@ -116,7 +116,8 @@ def child_ours_edges(args) -> dict:
     w.commit()
     return {"seconds": stats["seconds"], "edges": stats["edges_in"],
             "edges_out": stats["edges_out"], "gb_read": stats["bytes_read"] / 1e9,
-            "passes": stats["passes"], "peak_anon": stats["peak_anon_bytes"],
+            "passes": stats["passes"], "ranges": stats["ranges"],
+            "peak_anon": stats["peak_anon_bytes"],
             "phases": {k: stats.get(k) for k in ("histogram_seconds", "spill_seconds", "partition_seconds",
                                              "finish_seconds", "write_seconds")}}
 
@@ -259,7 +260,8 @@ def bench_edges(args) -> dict:
         ours.append(run_child("ours-edges", args, args.memcap))
         r = ours[-1]
         print(f"  ours  #{i}: {r['seconds']:.2f} s, {r['edges'] / r['seconds'] / 1e6:.2f}M edges/s, "
-              f"{r['gb_read'] / r['seconds']:.2f} GB/s over {r['passes']} passes, peak "
+              f"{r['gb_read'] / r['seconds']:.2f} GB/s over {r['passes']} passes "
+              f"({r['ranges']} ranges), peak "
               f"{format_size(r['peak_anon'])} {r.get('memcap', '')} {r['phases']}", flush=True)
         if args.scipy:
             theirs.append(run_child("scipy", args, None))
@@ -329,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.preprocess_bench",
                                 description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{edges,features}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--workdir", default=DEFAULT_WORKDIR, help="where inputs and stores go")
     common.add_argument("--memory", type=parse_size, default=parse_size("640MiB"),

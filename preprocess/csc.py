@@ -394,12 +394,13 @@ def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int,
         types, build the reverse with ``build_csc(writer, reverse_etype(etype),
         source.reversed(), num_src=num_dst, num_dst=num_src)`` instead.
     sort_neighbors
-        Sort the sources of each destination (else they keep the input order).
+        Sort the sources of each destination (else their order is unspecified).
     budget_bytes
-        Anonymous memory the conversion may hold; the input is re-read as often as needed.
+        Anonymous memory the conversion may hold (the input is read two or three times:
+        a histogram pass, then once per range or one spill pass).
     tmpdir
-        Where scratch files go (indptr past a quarter of the budget, coalesced output);
-        the system's temporary directory by default.
+        Where scratch files go (the indices before their copy into the store, spilled
+        edges, indptr past a quarter of the budget); the system's temp directory by default.
     progress
         Show tqdm bars.
 
@@ -407,7 +408,8 @@ def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int,
     -------
     dict
         ``edges_in``, ``edges_out``, ``seconds``, ``edges_per_s``, ``gb_per_s`` (input bytes
-        read per second, over all passes), ``passes``, ``ranges``, ``peak_anon_bytes``.
+        read per second, over all passes), ``passes`` (reads of the input), ``ranges``,
+        ``spill_bytes`` (when spilled), ``peak_anon_bytes`` and the seconds of each phase.
     """
     et = EdgeType(*etype)
     for nt, n in ((et.src, num_src), (et.dst, num_dst)):

@@ -22,7 +22,6 @@ from .edges_job import max_id
 from .errors import BadInputError, InputNotFoundError, SpecError
 from .features import FeatureSource, write_features, write_values
 from .job import Job
-from .memory import format_size
 from .renumber import (IdMap, IdMapper, MappedEdges, build_idmap, count_into, degree_rank,
                        id_column_blocks, materialize_edges)
 
@@ -226,9 +225,15 @@ def load_spec(path: str | os.PathLike) -> DatasetSpec:
                 _fail(path, f"splits.{sname}", f"Expected node types from nodes. Got {nt!r}.")
             splits.setdefault(str(sname), {})[str(nt)] = _ref(path, base, f"splits.{sname}.{nt}", fv)
     opts = raw.get("options") or {}
-    allowed = {"coalesce", "drop_self_loops", "sort_neighbors"}
+    allowed = {"coalesce", "drop_self_loops", "sort_neighbors", "to_undirected"}
     if set(opts) - allowed:
         _fail(path, "options", f"Expected keys {sorted(allowed)}. Got {sorted(set(opts) - allowed)}.")
+    if opts.get("to_undirected"):  # PyG's ToUndirected over the whole graph
+        for e in edges:
+            if e.etype[0] == e.etype[2]:
+                e.undirected = True
+            else:
+                e.reverse = True
     return DatasetSpec(path, str(raw.get("name") or os.path.splitext(os.path.basename(path))[0]),
                        reorder, nodes, edges, splits, bool(opts.get("coalesce", False)),
                        bool(opts.get("drop_self_loops", False)),

@@ -119,3 +119,11 @@ def test_ragged_csv(tmp_path):
     (tmp_path / "r.csv").write_text("src,dst\n0,1\n2\n")
     with pytest.raises(BadInputError, match="r.csv"):
         _all(from_csv(tmp_path / "r.csv", "src", "dst"))
+
+
+def test_truncated_parquet_names_the_file(tmp_path):
+    pq.write_table(pa.table({"src": S, "dst": D}), tmp_path / "e.parquet")
+    raw = (tmp_path / "e.parquet").read_bytes()
+    (tmp_path / "t.parquet").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(BadInputError, match="t.parquet"):
+        from_parquet(tmp_path / "t.parquet")

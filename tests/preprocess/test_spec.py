@@ -92,3 +92,18 @@ def test_dry_run_writes_nothing(tmp_path):
     text = job.plan_text()
     assert "csc:paper__cites__paper" in text and "memory budget" in text
     assert not (tmp_path / "store").exists()
+
+
+def test_to_undirected_option(tmp_path):
+    spec, raw = make_toy_dataset(tmp_path / "d", reorder="none")
+    text = open(spec).read().replace("    undirected: true\n", "").replace(
+        "    reverse: true\n", "").replace("coalesce: true", "coalesce: true\n  to_undirected: true")
+    (tmp_path / "d" / "u.yaml").write_text(text)
+    run_spec(tmp_path / "d" / "u.yaml", tmp_path / "store", progress=False)
+    s = fs.open_store(tmp_path / "store")
+    names = {tuple(e) for e in s.edge_types}
+    assert ("paper", "rev_writes", "author") in names and ("venue", "rev_in", "paper") in names
+    porig = np.asarray(s.orig_ids("paper"))
+    cs, cd = raw["cites"]
+    assert _edges_by_orig(s, ("paper", "cites", "paper"), porig, porig) == \
+        {(a, b) for a, b in zip(cs, cd)} | {(b, a) for a, b in zip(cs, cd)}
