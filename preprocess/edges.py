@@ -264,7 +264,15 @@ class ParquetSource(EdgeSource):
 
 
 def from_parquet(path, src_col: str = "src", dst_col: str = "dst") -> EdgeSource:
-    """Edges from two integer (or, for renumbering, string) columns of a parquet file."""
+    """Edges from two integer (or, for renumbering, string) columns of a parquet file, or of
+    every ``*.parquet`` file under a directory (in sorted order)."""
+    path = _check_exists(path)
+    if os.path.isdir(path):
+        files = sorted(os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs
+                       if f.endswith(".parquet"))
+        if not files:
+            raise InputNotFoundError(f"Expected .parquet files under {path}. There are none.")
+        return concat(*[ParquetSource(f, src_col, dst_col) for f in files])
     return ParquetSource(path, src_col, dst_col)
 
 

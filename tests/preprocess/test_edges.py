@@ -127,3 +127,16 @@ def test_truncated_parquet_names_the_file(tmp_path):
     (tmp_path / "t.parquet").write_bytes(raw[: len(raw) // 2])
     with pytest.raises(BadInputError, match="t.parquet"):
         from_parquet(tmp_path / "t.parquet")
+
+
+def test_parquet_directory(tmp_path):
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    pq.write_table(pa.table({"src": S[:3], "dst": D[:3]}), tmp_path / "d" / "a.parquet")
+    pq.write_table(pa.table({"src": S[3:], "dst": D[3:]}), tmp_path / "d" / "sub" / "b.parquet")
+    src = open_edges(tmp_path / "d")
+    assert src.num_edges == 7 and len(src.parts()) == 2
+    s, d = _all(src)
+    np.testing.assert_array_equal(s, S)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputNotFoundError, match="empty"):
+        from_parquet(tmp_path / "empty")

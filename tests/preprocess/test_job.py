@@ -87,3 +87,19 @@ def test_sigkill_mid_step_then_resume_equals_uninterrupted(tmp_path):
         job = run_spec(spec, store, budget_bytes=16 << 20, progress=False)
         assert job.resumed
         assert store_snapshot(store) == want
+
+
+def test_remote_store_through_fsspec(tmp_path):
+    from preprocess.edges_job import run_edges_job
+
+    e = np.random.default_rng(0).integers(0, 100, (2, 1000))
+    np.save(tmp_path / "e.npy", e)
+    url = f"memory://preprocess-test/{tmp_path.name}"
+    job = run_edges_job(tmp_path / "e.npy", url, coalesce=True, progress=False,
+                        budget_bytes=64 << 20)
+    assert [st.status for st in job.steps] == ["ran"] * 3
+    s = fs.open_store(url)
+    assert s.num_edges() == len(set(zip(e[0], e[1])))
+    job = run_edges_job(tmp_path / "e.npy", url, coalesce=True, progress=False,
+                        budget_bytes=64 << 20)
+    assert [st.status for st in job.steps] == ["done before"] * 3
