@@ -42,9 +42,9 @@ class BufferPool:
             if fit:
                 buf = min(fit, key=lambda b: b.shape[0])
             else:  # free buffers too small for this batch are dropped, not hoarded
-                for b in free:
-                    self._bufs.remove(b)
-                free = b = None  # drop our references too
+                gone = {id(b) for b in free}  # by identity: == on tensors compares values
+                self._bufs = [b for b in self._bufs if id(b) not in gone]
+                free = fit = None  # drop our references too
                 cap = max(int(n * 1.1), 1024)
                 buf = torch.empty((cap,) + self.row_shape, dtype=self.dtype, pin_memory=self.pin)
                 self.allocations += 1
