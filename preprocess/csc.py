@@ -3,8 +3,8 @@
 The edge list is streamed, never held:
 
 1. **Histogram.** One pass checks every id against the node counts and counts the edges per
-   bucket of ``2**s0`` destinations (at most ~2**20 buckets: the counters stay in cache, so the
-   pass runs at the speed of reading the input).
+   bucket of ``2**s0`` destinations (at most 2**16 buckets: the counters stay in the core's
+   cache, so the pass runs at the speed of reading the input).
 2. **Plan.** Buckets are grouped into consecutive ranges whose edges fit the budget (6 bytes
    per edge with int32 ids: the source and the destination's offset in its bucket).
 3. **Partition.** For each range the input is streamed again and its edges are radix-
@@ -53,7 +53,7 @@ MAX_BLOCK_EDGES = 1 << 20
 #: the smallest budget a conversion accepts (tests lower it to force many ranges).
 MIN_BUDGET_BYTES = 16 << 20
 #: at most this many histogram buckets (their counters stay in cache).
-MAX_HIST_BUCKETS = 1 << 20
+MAX_HIST_BUCKETS = 1 << 16
 #: a partition bucket holds at most 2**16 destinations (offsets fit uint16) and about
 #: BUCKET_EDGES edges, so that finishing it stays in the core's cache; at most MAX_BUCKETS
 #: buckets per range keep the partition pass's write streams few.
@@ -118,7 +118,9 @@ def plan_csc(num_src: int, num_dst: int, num_edges: int | None,
     hist_shift = max(0, (-(-num_dst // MAX_HIST_BUCKETS) - 1).bit_length())
     hist_mem = 16 * (-(-num_dst >> hist_shift) + 1) if num_dst else 16
     indptr_bytes = (num_dst + 1) * 8
-    indptr_in_ram = indptr_bytes <= budget // 4
+    # indptr is output, written range by range: past a small share of the budget it goes to
+    # a scratch file (page cache) rather than taking edges' room in RAM
+    indptr_in_ram = indptr_bytes <= budget // 16
     work = budget - block_mem - hist_mem - (indptr_bytes if indptr_in_ram else 0)
     return CscPlan(num_src, num_dst, num_edges, budget, block, fmt.index_dtype(num_src),
                    hist_shift, indptr_in_ram, max(work, budget // 8))
@@ -400,7 +402,7 @@ def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int,
         a histogram pass, then once per range or one spill pass).
     tmpdir
         Where scratch files go (the indices before their copy into the store, spilled
-        edges, indptr past a quarter of the budget); the system's temp directory by default.
+        edges, indptr past a sixteenth of the budget); the system's temp directory by default.
     progress
         Show tqdm bars.
 
