@@ -92,12 +92,19 @@ class CscPlan:
         return self.index_dtype.itemsize + 2
 
     @property
-    def est_passes(self) -> int | None:
-        """Input reads: the histogram pass plus one per range (an estimate)."""
+    def est_ranges(self) -> int | None:
+        """Destination ranges (an estimate: skewed degrees need a few more)."""
         if self.num_edges is None:
             return None
-        need = self.num_edges * self.edge_bytes
-        return 1 + max(1, -(-need // max(self.work_bytes, 1)))
+        return max(1, -(-self.num_edges * self.edge_bytes // max(self.work_bytes, 1)))
+
+    @property
+    def est_passes(self) -> int | None:
+        """Reads of the input: the histogram pass, then one per range or one spill pass."""
+        r = self.est_ranges
+        if r is None:
+            return None
+        return 1 + r if r < SPILL_MIN_RANGES else 2
 
     @property
     def output_bytes(self) -> int:
