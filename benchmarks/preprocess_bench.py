@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+from benchmarks.device import evict
+
 DEFAULT_WORKDIR = "/work/bigdata/preprocess"
 MEMCAP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
                       "shared", "tools", "memcap")
@@ -62,7 +64,7 @@ def generate_edges(path: str, num_edges: int, num_nodes: int, seed: int = 0,
         out[0, lo:lo + k] = rng.integers(0, num_nodes, k)
         out[1, lo:lo + k] = rng.integers(0, num_nodes, k)
         out.flush()
-        _drop_cache(tmp)
+        evict(tmp)  # generating big inputs must not fill the page cache
     del out
     os.replace(tmp, path)
     return path
@@ -84,20 +86,10 @@ def generate_features(path: str, rows: int, dim: int, seed: int = 0,
         k = min(step, rows - lo)
         out[lo:lo + k] = rng.standard_normal((k, dim), dtype=np.float32)
         out.flush()
-        _drop_cache(tmp)
+        evict(tmp)  # generating big inputs must not fill the page cache
     del out
     os.replace(tmp, path)
     return path
-
-
-def _drop_cache(path: str) -> None:
-    """Write back and evict a file's pages, so generating big inputs does not fill the cache."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 # -- children: one measurement each, a JSON line on stdout -------------------------------
@@ -257,6 +249,8 @@ def bench_edges(args) -> dict:
           + (f"; memcap {args.memcap}" if args.memcap else ""))
     ours, theirs = [], []
     for i in range(args.repeat):
+        if args.cold:
+            evict(args.input)
         ours.append(run_child("ours-edges", args, args.memcap))
         r = ours[-1]
         print(f"  ours  #{i}: {r['seconds']:.2f} s, {r['edges'] / r['seconds'] / 1e6:.2f}M edges/s, "
@@ -308,6 +302,8 @@ def bench_features(args) -> dict:
           f"budget {format_size(args.memory)}" + (f"; memcap {args.memcap}" if args.memcap else ""))
     runs = []
     for i in range(args.repeat):
+        if args.cold:
+            evict(args.input)
         r = run_child("ours-features", args, args.memcap)
         runs.append(r)
         print(f"  #{i}: {r['seconds']:.2f} s, {r['gb_read'] / r['seconds']:.2f} GB/s read, "
@@ -340,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     common.add_argument("--repeat", type=int, default=3)
     common.add_argument("--seed", type=int, default=0)
     common.add_argument("--json", default=None, help="write the results here")
+    common.add_argument("--cold", action="store_true",
+                        help="evict the input from the page cache before each of our runs")
     common.add_argument("--delete-inputs", action="store_true",
                         help="remove the generated input afterwards")
     e = sub.add_parser("edges", parents=[common], help="COO to CSC (optionally vs scipy)")
