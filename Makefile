@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# the CPU build of torch first (a plain `torch` would pull a multi-GB CUDA build)
 	$(BIN)/pip install --quiet torch==2.13.0 || $(BIN)/pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-	$(BIN)/pip install --quiet -e '.[test,pyg]'
+	$(BIN)/pip install --quiet -e '.[test,pyg,bench]'
 	touch $(STAMP)
 
 demo: $(STAMP)
