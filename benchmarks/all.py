@@ -321,7 +321,11 @@ def run_all(scale: float, workdir: str, outdir: str, plot: bool = False, parts=P
         reports[part] = rep
         write_json(rep, os.path.join(outdir, f"{part}.json"))
         if plot:
-            charts += render.plots(rep, outdir)
+            try:
+                charts += render.plots(rep, outdir)
+            except Exception as e:  # noqa: BLE001  (a chart must not lose the measurements)
+                log.exception("bench all: charts of %s failed", part)
+                errors[f"{part} charts"] = f"{type(e).__name__}: {e}"
     total = time.perf_counter() - t_all
     summary = {"benchmark": "all", "machine": machine_info(workdir),
                "options": {"scale": scale, "quick": quick, "trials": trials, "parts": list(parts),

@@ -259,7 +259,9 @@ def _preprocess_plots(report: dict, outdir: str) -> list[str]:
         return []
     phases = {}
     for k in e["ours"][0].get("phases", {}):
-        phases[k.replace("_seconds", "")] = [statistics.median(r["phases"][k] for r in e["ours"])]
+        vals = [r["phases"][k] for r in e["ours"] if r["phases"].get(k) is not None]
+        if vals:  # a stage that did not run (e.g. no spill pass) has None
+            phases[k.replace("_seconds", "")] = [statistics.median(vals)]
     labels = ["ours (out of core)"]
     if e.get("scipy"):
         labels.append("scipy tocsc (in RAM)")

@@ -116,3 +116,11 @@ def test_device_share_in_gather_record():
     assert r["device_limit_s"] == pytest.approx(0.25)  # 250 pages at 1000 IOPS
     assert r["share_of_device_limit"] == pytest.approx(0.25 / 0.3)
     assert "device_limit_s" not in _record(T, "featurestore", "warm", 500, [0.1], 250, limits)
+
+
+def test_preprocess_chart_skips_stages_that_did_not_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    rep = {"benchmark": "preprocess", "results": {"edges": {"edges": 10, "ours": [
+        {"seconds": 1.0, "phases": {"histogram_seconds": 0.5, "spill_seconds": None}}]}}}
+    (f,) = render.plots(rep, str(tmp_path))
+    assert open(f, "rb").read(8) == PNG
