@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DGLENV := .venv-dgl
 
-.PHONY: demo test test-main test-dgl bench-gather clean
+.PHONY: demo test test-main test-dgl bench bench-peers bench-gather clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,21 @@ test-dgl: $(DGLENV)/.dgl-env-complete
 	NUMBA_CACHE_DIR=$(DGLENV)/numba-cache FEATURESTORE_REQUIRE_DGL=1 DGLBACKEND=pytorch \
 	  $(DGLENV)/bin/pytest tests/loaders/dgl_tests tests/featurestore -q -p no:cacheprovider
 
+# PyG's sampler needs torch-sparse (PyPI has only sources: ~1 h to build on 2 cores); prebuilt
+# wheels for torch 2.13.0+cpu / CPython 3.11 are used when present, else built once and cached.
+WHEELS ?= ../shared/wheels
+WHEELCACHE := .cache/wheels
+bench-peers: $(STAMP)
+	@if ls $(WHEELS)/torch_s*.whl >/dev/null 2>&1; then $(BIN)/pip install --quiet $(WHEELS)/torch_s*.whl; \
+	else mkdir -p $(WHEELCACHE); ls $(WHEELCACHE)/torch_sparse*.whl >/dev/null 2>&1 || \
+	  $(BIN)/pip wheel --no-build-isolation --no-deps -w $(WHEELCACHE) torch-scatter==2.1.2 torch-sparse==0.6.18; \
+	  $(BIN)/pip install --quiet $(WHEELCACHE)/torch_s*.whl; fi
+
+bench: bench-peers
+	$(BIN)/featurestore bench all --scale 0.01 --plot --workdir bench-data --out bench-results
+
 bench-gather: $(STAMP)
 	$(BIN)/featurestore bench gather --workdir bench-data --json bench-data/gather.json
 
 clean:
-	rm -rf $(VENV) $(DGLENV) bench-data .pytest_cache
+	rm -rf $(VENV) $(DGLENV) bench-data bench-results .cache .pytest_cache
