@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 #: modules with a ``register(subparsers)`` function, in the order their commands are listed.
@@ -17,7 +18,6 @@ COMMAND_MODULES = [
     "featurestore.commands",
     "preprocess.cli",
     "preprocess.synth.cli",
-    "loaders.cli",
     "benchmarks.cli",
     "benchmarks.demo",
 ]
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="featurestore",
         description="Out-of-core graph feature store: preprocess, inspect, verify, benchmark.")
     p.add_argument("--version", action="version", version=f"featurestore {__version__}")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         try:
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2) if args.verbose else logging.INFO,
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     from .errors import FeatureStoreError
 
@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return int(rc or 0)
 
 
