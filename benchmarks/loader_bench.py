@@ -108,12 +108,13 @@ def _pyg_data(store, with_x: bool = True):
 
 
 # -- parts ---------------------------------------------------------------------------------
-def bench_our_sampler(store, fanouts, batch_size, n, seconds, seed=0) -> dict:
+def bench_our_sampler(store, fanouts, batch_size, n, seconds, seed=0, seed_type=None) -> dict:
     from loaders import NeighborSampler
 
     s = NeighborSampler(store, fanouts)
-    bs = _batches(np.asarray(store.split("train")), batch_size, seed)
-    return _timed(lambda k: s.sample(bs[k % len(bs)], seed=seed, batch=k).num_edges, n, seconds)
+    bs = _batches(np.asarray(store.split("train", seed_type)), batch_size, seed)
+    return _timed(lambda k: s.sample(bs[k % len(bs)], seed_type, seed=seed, batch=k).num_edges,
+                  n, seconds)
 
 
 def bench_pyg_sampler(data, train, fanouts, batch_size, n, seconds, seed=0) -> dict:
@@ -133,10 +134,11 @@ def bench_pyg_sampler(data, train, fanouts, batch_size, n, seconds, seed=0) -> d
 
 
 def bench_our_loader(store, fanouts, batch_size, n, seconds, output="pyg", device="cpu",
-                     seed=0, prefetch=2, topology="mmap", staging_bytes=64 << 20) -> dict:
+                     seed=0, prefetch=2, topology="mmap", staging_bytes=64 << 20,
+                     seed_type=None) -> dict:
     from loaders import NeighborLoader
 
-    ld = NeighborLoader(store, "train", fanouts, batch_size=batch_size, shuffle=True,
+    ld = NeighborLoader(store, (seed_type, "train") if seed_type else "train", fanouts, batch_size=batch_size, shuffle=True,
                         output=output, device=device, seed=seed, prefetch=prefetch,
                         drop_last=True, topology=topology, staging_bytes=staging_bytes)
     out = _loop(iter(ld), n, seconds, batch_size, lambda b: _edges(b))
@@ -269,18 +271,29 @@ def run(args) -> dict:
                  "batch_size": args.batch_size, "host": platform.node(),
                  "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     n, sec, bsz = args.batches, args.seconds, args.batch_size
-    p32 = make_store(args.workdir, args.nodes, args.edges, "fp32x128")
+    user = getattr(args, "on_store", None)
+    if user:  # the user's own store: our sampler and loader only (peers need the synthetic twin)
+        parts -= {"dgl", "ooc"}
+        with fs.open_store(user) as s0:
+            rep.update(store=user, nodes=sum(s0.num_nodes(t) for t in s0.node_types),
+                       edges=sum(s0.num_edges(e) for e in s0.edge_types))
+    p32 = user or make_store(args.workdir, args.nodes, args.edges, "fp32x128")
     if parts & {"sampler", "loader"}:
         store = fs.open_store(p32)
-        train = np.asarray(store.split("train"))
+        st = getattr(args, "seed_type", None)
+        homogeneous = len(store.node_types) == 1 and len(store.edge_types) == 1
+        train = np.asarray(store.split("train", st))
         if "sampler" in parts:
             log.info("our sampler")
-            rep["ours_sampler"] = bench_our_sampler(store, fanouts, bsz, n, sec)
+            rep["ours_sampler"] = bench_our_sampler(store, fanouts, bsz, n, sec, seed_type=st)
         if "loader" in parts:
             log.info("our loader (features in the page cache)")
-            warm(store)
-            rep["ours_loader"] = bench_our_loader(store, fanouts, bsz, n, sec)
-        if _has("torch_geometric") and (_has("torch_sparse") or _has("pyg_lib")):
+            if not user:
+                warm(store)
+            rep["ours_loader"] = bench_our_loader(store, fanouts, bsz, n, sec, seed_type=st)
+        if not homogeneous:
+            rep["pyg"] = {"skipped": "the PyG peer runs on homogeneous graphs only"}
+        elif _has("torch_geometric") and (_has("torch_sparse") or _has("pyg_lib")):
             data = _pyg_data(store, with_x="loader" in parts)
             if "sampler" in parts:
                 log.info("PyG sampler")
@@ -363,6 +376,9 @@ def table(rep: dict) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", default="bench-data", help="where the stores are made (reused)")
+    p.add_argument("--on-store", metavar="PATH", help="measure our sampler and loader on this "
+                   "store (its 'train' split) instead of a synthetic graph; peers are skipped")
+    p.add_argument("--seed-type", help="node type of the seeds in a heterogeneous --on-store")
     p.add_argument("--nodes", type=float, default=2e6)
     p.add_argument("--edges", type=float, default=4e7)
     p.add_argument("--fanouts", default="15,10,5")

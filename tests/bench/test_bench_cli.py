@@ -218,3 +218,19 @@ def test_all_reports_a_failing_part(tmp_path, monkeypatch):
                      str(tmp_path / "w"), "--out", str(out)]) == 1
     assert "disk on fire" in _json(out / "all.json")["errors"]["device"]
     assert "## Device limits: failed" in (out / "report.md").read_text()
+
+
+def test_loader_on_a_users_heterogeneous_store(tmp_path):
+    """``bench loader --on-store`` measures our sampler and loader on any store; peers skip."""
+    pytest.importorskip("benchmarks.loader_bench")
+    from loaders.synthetic import mag_like_store
+
+    path = str(tmp_path / "mag")
+    mag_like_store(path)
+    out = tmp_path / "out"
+    assert cli_main(["bench", "loader", "--on-store", path, "--seed-type", "paper",
+                     "--fanouts", "5,3", "--batch-size", "64", "--batches", "2", "--seconds", "5",
+                     "--parts", "sampler,loader", "--out", str(out)]) == 0
+    rep = _json(out / "loader.json")["results"]
+    assert rep["store"] == path and rep["ours_loader"]["batches"] == 2
+    assert rep["ours_sampler"]["batches"] >= 1 and "skipped" in rep["pyg"]
