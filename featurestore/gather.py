@@ -105,8 +105,9 @@ class LocalRows:
     def resident_share(self, ids: np.ndarray) -> float:
         if ids.size == 0 or self._map is None:
             return 1.0
-        step = max(1, ids.size // PROBE_ROWS)
-        sample = np.ascontiguousarray(ids[::step][:PROBE_ROWS]).astype(np.int64, copy=False)
+        k = PROBE_ROWS if ids.size >= 16384 else PROBE_ROWS // 4  # ~10 us instead of ~40
+        step = max(1, ids.size // k)
+        sample = np.ascontiguousarray(ids[::step][:k]).astype(np.int64, copy=False)
         return float(K.resident_fraction(self._base, self.layout.row_bytes, sample, K.PAGE,
                                          np.zeros(64, np.uint8)))
 
