@@ -189,23 +189,10 @@ def _slot(g, mask):
 @numba.njit(nogil=True, cache=True)
 def insert_seeds(seeds, keys, vals, nodes, slots):
     """Put ``seeds`` first in ``nodes``; repeated seeds keep their place but map to the first."""
-    mask = keys.shape[0] - 1
-    for i in range(seeds.shape[0]):
-        g = seeds[i]
-        nodes[i] = g
-        h = _slot(g, mask)
-        slots[i] = -1
-        while True:
-            k = keys[h]
-            if k == -1:
-                keys[h] = g
-                vals[h] = i
-                slots[i] = h
-                break
-            if k == g:
-                break
-            h = (h + 1) & mask
-    return seeds.shape[0]
+    n = seeds.shape[0]
+    nodes[:n] = seeds
+    rehash(nodes, n, keys, vals, slots)
+    return n
 
 
 @numba.njit(nogil=True, cache=True)
@@ -243,7 +230,7 @@ def clear(keys, slots, count):
 
 @numba.njit(nogil=True, cache=True)
 def rehash(nodes, count, keys, vals, slots):
-    """Rebuild an (empty, larger) table from the first ``count`` nodes."""
+    """Fill an empty table from the first ``count`` nodes (a repeated id maps to its first)."""
     mask = keys.shape[0] - 1
     for i in range(count):
         g = nodes[i]
