@@ -7,15 +7,8 @@ import sys
 
 from . import format as fmt
 from .reader import open_store
+from .units import format_size
 from .verify import verify_store
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return str(n)
 
 
 def store_info(url, storage_options=None) -> dict:
@@ -57,19 +50,19 @@ def _print_info(info: dict, out=None) -> None:
     w = (out or sys.stdout).write
     w(f"store   {info['url']}\n")
     w(f"format  {info['format']} v{info['format_version']}  "
-      f"{'complete' if info['complete'] else 'INCOMPLETE'}  {_human(info['bytes'])} on disk\n")
+      f"{'complete' if info['complete'] else 'INCOMPLETE'}  {format_size(info['bytes'], 1)} on disk\n")
     w("node types:\n")
     for nt, d in info["node_types"].items():
-        w(f"  {nt:<16} {d['num_nodes']:>14,} nodes  {_human(d['bytes']):>10}\n")
+        w(f"  {nt:<16} {d['num_nodes']:>14,} nodes  {format_size(d['bytes'], 1):>10}\n")
         for name, f in d["features"].items():
-            w(f"    feature {name:<10} {f['dtype']:>8} x {f['shape']}  {_human(f['bytes'])}"
+            w(f"    feature {name:<10} {f['dtype']:>8} x {f['shape']}  {format_size(f['bytes'], 1)}"
               f"{'  compressed' if f.get('compressed') else ''}\n")
         for name, v in d["values"].items():
             w(f"    values  {name:<10} {v['dtype']:>8}\n")
     w("edge types (CSC):\n")
     for e in info["edge_types"]:
         w(f"  ({e['src']}, {e['rel']}, {e['dst']}){'':<4} {e['num_edges']:>14,} edges  "
-          f"indices {e.get('indices_dtype', '?')}  {_human(e['bytes'])}\n")
+          f"indices {e.get('indices_dtype', '?')}  {format_size(e['bytes'], 1)}\n")
     if info["splits"]:
         w("splits:\n")
         for name, per in info["splits"].items():

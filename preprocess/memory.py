@@ -12,6 +12,8 @@ import os
 import re
 import threading
 
+from featurestore.units import format_size
+
 __all__ = ["parse_size", "format_size", "PeakMemory", "anon_bytes", "free_disk_bytes"]
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -25,14 +27,6 @@ def parse_size(text: str | int) -> int:
     if not m:
         raise ValueError(f"Expected a size such as 512MiB, 2GiB or 1.5G. Got {text!r} instead.")
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
-
-
-def format_size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    raise AssertionError
 
 
 def anon_bytes() -> int:
