@@ -21,6 +21,12 @@ __all__ = [
     "InvalidIdsError",
     "IdsOutOfRangeError",
     "SchemaError",
+    "StoreLockedError",
+    "UnsafePathError",
+    "StoreChangedError",
+    "DiskFullError",
+    "RemoteStoreError",
+    "ClosedStoreError",
 ]
 
 
@@ -77,3 +83,29 @@ class IdsOutOfRangeError(FeatureStoreError, IndexError):
 
 class SchemaError(FeatureStoreError, ValueError):
     """Data given to the writer does not agree with the schema (shape, dtype, count)."""
+
+
+class StoreLockedError(FeatureStoreError, RuntimeError):
+    """Another writer holds the store's exclusive write lock."""
+
+
+class UnsafePathError(FeatureStoreError, ValueError):
+    """A name or path would reach outside the store, or an operation would touch files this
+    package did not write (a directory that is not one of its stores, an input inside the
+    output)."""
+
+
+class StoreChangedError(FeatureStoreError, RuntimeError):
+    """The store was rewritten (its generation changed) after this reader opened it."""
+
+
+class DiskFullError(FeatureStoreError, OSError):
+    """The file system ran out of space while writing; the message names the file."""
+
+
+class RemoteStoreError(FeatureStoreError, OSError):
+    """A remote store failed (no Range support, unreachable, timed out); names URL and array."""
+
+
+class ClosedStoreError(FeatureStoreError, RuntimeError):
+    """The store (or array) was used after ``close()``."""
