@@ -57,11 +57,30 @@ def split_key(name: str, ntype: str) -> str:
     return f"splits/{name}/{ntype}"
 
 
+#: characters a name may not hold: path separators, NUL and other control characters.
+_BAD_CHARS = frozenset("/\\:") | frozenset(chr(c) for c in range(32)) | {"\x7f"}
+
+
 def check_name(kind: str, name: str) -> str:
-    if not isinstance(name, str) or not name or "/" in name or "__" in name or name.startswith("."):
-        raise ValueError(
-            f"Expected a {kind} name without '/', '__' or a leading '.'. Got {name!r} instead."
-        )
+    """Check a node type, relation, feature, value or split name against the format's rules.
+
+    A name becomes a directory of the store, so it must be a non-empty string of at most 255
+    characters without ``/``, ``\\``, ``:``, control characters or ``__`` (the edge-type
+    separator), and must not start with ``.`` (no ``..``, no hidden files). Raises
+    :class:`~featurestore.errors.UnsafePathError` for a name that could reach outside the
+    store and :class:`~featurestore.errors.SchemaError` for any other bad name.
+    """
+    from .errors import SchemaError, UnsafePathError
+
+    if not isinstance(name, str) or not name:
+        raise SchemaError(f"Expected a non-empty string as {kind} name. Got {name!r} instead.")
+    if name.startswith(".") or any(c in _BAD_CHARS for c in name):
+        raise UnsafePathError(
+            f"Expected a {kind} name without '/', '\\', ':', control characters or a leading "
+            f"'.' (it becomes a directory of the store). Got {name!r} instead.")
+    if "__" in name or len(name) > 255:
+        raise SchemaError(f"Expected a {kind} name without '__' and at most 255 characters. "
+                          f"Got {name!r} instead.")
     return name
 
 
@@ -74,3 +93,9 @@ def inner_chunk_rows(row_bytes: int, target: int = INNER_CHUNK_BYTES) -> int:
 def index_dtype(max_id: int) -> np.dtype:
     """int32 when every id fits, else int64 (DESIGN.md: topology)."""
     return np.dtype(np.int32) if max_id < 2**31 - 1 else np.dtype(np.int64)
+
+
+#: the top-level entries of a store directory this package writes (root metadata, the array
+#: groups, the jobs' manifest and scratch, the writer lock). Replacing a store removes these
+#: and nothing else: other files a user put beside them stay.
+STORE_ENTRIES = ("zarr.json", "nodes", "edges", "splits", ".preprocess")

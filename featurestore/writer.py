@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import uuid
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -19,8 +20,9 @@ from . import format as fmt
 from ._kernels import id_range
 from ._location import Location
 from ._shard import ShardWriter, zarr_array_kwargs
-from .errors import (IncompleteStoreError, NotAStoreError, SchemaError, StoreExistsError,
-                     UnknownNodeTypeError)
+from .lock import LOCK_NAME, WriteLock
+from .errors import (IncompleteStoreError, NotAStoreError, SchemaError, StoreExistsError, UnknownNodeTypeError,
+                     UnsafePathError)
 from .format import EdgeType
 
 __all__ = ["create_store", "StoreWriter", "iter_blocks"]
@@ -33,8 +35,14 @@ def create_store(url: str | os.PathLike, *, mode: str = "w-",
                  storage_options: dict | None = None) -> "StoreWriter":
     """Start writing a store at ``url`` (local path or fsspec URL).
 
-    ``mode``: ``"w-"`` fails if anything exists there; ``"w"`` replaces an existing store;
-    ``"a"`` resumes an incomplete store (its finished arrays are kept).
+    ``mode``: ``"w-"`` fails if anything exists there; ``"w"`` replaces an existing store
+    of this package (root attribute ``format == "graph-featurestore"``), removing only its
+    own files; ``"a"`` resumes an incomplete store (its finished arrays are kept). A
+    directory holding anything else is never removed (:class:`StoreExistsError`).
+
+    The writer holds the store's exclusive write lock (:mod:`featurestore.lock`) until
+    :meth:`StoreWriter.commit` or :meth:`StoreWriter.close`; a second writer of the same
+    path fails with :class:`StoreLockedError`.
     """
     return StoreWriter(url, mode=mode, storage_options=storage_options)
 
@@ -65,33 +73,68 @@ class StoreWriter:
             raise ValueError(f"Expected mode 'w-', 'w' or 'a'. Got {mode!r} instead.")
         self.loc = Location(url, storage_options)
         self.url = self.loc.url
-        exists = self.loc.exists("zarr.json")
-        if exists and mode == "w-":
+        self._lock = WriteLock(self.loc)
+        state = _inspect(self.loc)  # refuse before touching anything
+        if state == "store" and mode == "w-":
             raise StoreExistsError(f"Expected nothing at {self.url}. A store exists there; "
                                    "pass mode='w' to replace it or mode='a' to resume it.")
-        if mode == "a" and exists:
+        if state == "other" and mode == "a" and self.loc.exists("zarr.json"):
+            raise NotAStoreError(f"Expected a feature store to resume at {self.url}. Its "
+                                 "zarr.json is not of format graph-featurestore.")
+        if state == "other":
+            raise StoreExistsError(
+                f"Expected an empty or new directory, or a store of this package, at {self.url}. "
+                "It holds other files (and no graph-featurestore zarr.json); nothing was "
+                "removed. Choose another path.")
+        if state == "file":
+            raise StoreExistsError(f"Expected a directory for the store at {self.url}. "
+                                  "A file is there; nothing was removed.")
+        try:
+            self.loc.fs.makedirs(self.loc.root, exist_ok=True)
+        except (PermissionError, FileExistsError, NotADirectoryError) as e:
+            raise UnsafePathError(f"Cannot create the store directory {self.url}: {e}") from e
+        try:
+            self._lock.acquire()
+        except PermissionError as e:
+            raise UnsafePathError(f"Cannot write to {self.url} (read-only?): {e}") from e
+        try:
+            self._open(mode, _inspect(self.loc))  # again: the state may have changed meanwhile
+        except BaseException:
+            self._lock.release()
+            raise
+        self._zstore = self.loc.zarr_store(read_only=False)
+
+    def _open(self, mode: str, state: str) -> None:
+        if mode == "a" and state == "store":
             attrs = self.loc.read_json("zarr.json").get("attributes", {})
-            if attrs.get("format") != fmt.FORMAT_NAME:
-                raise NotAStoreError(f"Expected a feature store to resume at {self.url}. "
-                                     f"Got format {attrs.get('format')!r} instead.")
-            if attrs.get("complete"):
+            if attrs.get("complete") is True:
                 raise StoreExistsError(f"The store at {self.url} is complete; nothing to resume.")
             self.attrs = attrs
-        else:
-            if self.loc.exists() and (exists or mode == "w"):
-                self.loc.fs.rm(self.loc.root, recursive=True)
-            elif self.loc.exists() and self.loc.fs.ls(self.loc.root):
-                raise StoreExistsError(f"Expected an empty or new directory at {self.url}. "
-                                       "It holds other files.")
-            self.loc.fs.makedirs(self.loc.root, exist_ok=True)
-            self.attrs = {
-                "format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION,
-                "complete": False, "writer_version": __version__,
-                "schema": {"node_types": {}, "edge_types": [], "splits": {}},
-                "provenance": [],
-            }
-            self._save()
-        self._zstore = self.loc.zarr_store(read_only=False)
+            return
+        if state == "store":
+            if mode == "w-":
+                raise StoreExistsError(f"Expected nothing at {self.url}. A store exists there.")
+            _remove_store_files(self.loc)
+        elif state == "other":
+            raise StoreExistsError(f"Expected no other files at {self.url}; nothing was removed.")
+        self.attrs = {
+            "format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION,
+            "complete": False, "writer_version": __version__,
+            "schema": {"node_types": {}, "edge_types": [], "splits": {}},
+            "provenance": [],
+        }
+        self._save()
+
+    def close(self) -> None:
+        """Release the write lock without committing (the store stays incomplete, resumable
+        with ``mode="a"``)."""
+        self._lock.release()
+
+    def __enter__(self) -> "StoreWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # -- bookkeeping ----------------------------------------------------------------
     @property
@@ -357,7 +400,43 @@ class StoreWriter:
             if fmt.orig_id_key(nt) not in self.attrs.get("arrays", []):
                 raise IncompleteStoreError(f"Node type {nt!r} of {self.url} has no orig_id array.")
         self.attrs["complete"] = True
+        self.attrs["generation"] = uuid.uuid4().hex
         self._save()
+        self._lock.release()
+
+
+def _inspect(loc: Location) -> str:
+    """What is at ``loc``: ``"none"`` (nothing, or an empty directory), ``"scratch"`` (only
+    what a writer or job of this package leaves before its first array: a manifest, a lock),
+    ``"store"`` (a zarr.json of this format), ``"file"``, or ``"other"`` (anything else, which
+    is never removed)."""
+    if not loc.exists():
+        return "none"
+    if loc.is_local and not os.path.isdir(loc.root):
+        return "file"
+    if loc.exists("zarr.json"):
+        try:
+            attrs = loc.read_json("zarr.json").get("attributes", {})
+        except (ValueError, AttributeError, OSError):
+            return "other"
+        return "store" if isinstance(attrs, dict) and attrs.get("format") == fmt.FORMAT_NAME \
+            else "other"
+    names = {os.path.basename(p.rstrip("/")) for p in loc.fs.ls(loc.root, detail=False)}
+    names.discard(LOCK_NAME)
+    if not names:
+        return "none"
+    return "scratch" if names <= {".preprocess"} else "other"
+
+
+def _remove_store_files(loc: Location) -> None:
+    """Remove a store of this package: its own entries only (``format.STORE_ENTRIES`` and
+    the atomic writers' leftovers), never a user's file beside them."""
+    for p in loc.fs.ls(loc.root, detail=False):
+        name = os.path.basename(p.rstrip("/"))
+        ours = name in fmt.STORE_ENTRIES or (name.startswith("zarr.json.") and
+                                            name.endswith(".tmp"))
+        if ours and name != LOCK_NAME:
+            loc.fs.rm(p, recursive=True)
 
 
 def _chain(first, rest):

@@ -36,7 +36,8 @@ from typing import Any, Callable, Iterable
 
 from featurestore import __version__
 from featurestore._location import Location
-from featurestore.errors import StoreExistsError
+from featurestore.errors import StoreExistsError, UnsafePathError
+from featurestore.lock import LOCK_NAME
 from featurestore.writer import StoreWriter
 
 from .errors import InputNotFoundError, ManifestMismatchError, NotEnoughDiskError
@@ -128,6 +129,7 @@ class Job:
         self.budget_bytes = int(budget_bytes)
         self.progress = progress
         self.loc = Location(self.store_url, storage_options)
+        self._check_inputs_outside()
         self.storage_options = storage_options
         self.steps: list[Step] = []
         self._writer: StoreWriter | None = None
@@ -155,6 +157,20 @@ class Job:
             self._open_writer(fresh=old is None or force or not self._store_exists())
 
     # -- store and manifest ---------------------------------------------------------
+    def _check_inputs_outside(self) -> None:
+        """Refuse inputs inside the output directory: replacing or cleaning the store could
+        remove them, and a store's directory is the package's to manage."""
+        if not self.loc.is_local:
+            return
+        root = os.path.realpath(self.loc.root)
+        for rec in self.inputs:
+            p = os.path.realpath(rec["path"])
+            if p == root or p.startswith(root.rstrip(os.sep) + os.sep):
+                raise UnsafePathError(
+                    f"Expected the inputs outside the output directory {self.store_url}. "
+                    f"Got the input {rec['path']} inside it; move the input or choose "
+                    "another output. Nothing was written.")
+
     def _read_manifest(self) -> dict | None:
         try:
             return self.loc.read_json(MANIFEST_KEY)
@@ -214,7 +230,7 @@ class Job:
         if not self.loc.exists():
             return False
         names = [os.path.basename(p.rstrip("/")) for p in self.loc.fs.ls(self.loc.root)]
-        return set(names) <= {".preprocess"}
+        return set(names) <= {".preprocess", LOCK_NAME}
 
     def _save(self) -> None:
         if self.dry_run:
@@ -321,6 +337,18 @@ class Job:
         if self.loc.is_local:
             shutil.rmtree(self.loc.path(SCRATCH_KEY), ignore_errors=True)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def close(self) -> None:
+        """Stop writing without committing: release the store's write lock. The store stays
+        incomplete and the job resumes on its next run (as after a crash)."""
+        if self._writer is not None:
+            self._writer.close()
+
+    def __enter__(self) -> "Job":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # -- reporting ------------------------------------------------------------------
     def summary(self) -> str:

@@ -16,6 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from featurestore import format as fmt
+from featurestore.errors import FeatureStoreError
+
 from .csc import build_csc, plan_csc, reverse_etype
 from .edges import EdgeSource, concat, open_edges
 from .edges_job import max_id
@@ -101,6 +104,14 @@ def _fail(spec_path: str, where: str, msg: str):
     raise SpecError(f"{spec_path}: {where}: {msg}")
 
 
+def _mapping(spec_path: str, where: str, v) -> dict:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        _fail(spec_path, where, f"Expected a mapping. Got {v!r}.")
+    return v
+
+
 def _ref(spec_path: str, base: str, where: str, v, allow_columns: bool = False) -> FileRef:
     if isinstance(v, str):
         v = {"path": v}
@@ -130,6 +141,35 @@ def _ref(spec_path: str, base: str, where: str, v, allow_columns: bool = False) 
                    v.get("dtype"), ids)
 
 
+#: a spec is a few hundred bytes; anything far larger is not one (and bounds what YAML builds).
+MAX_SPEC_BYTES = 1 << 20
+
+
+def _spec_loader(path: str):
+    """yaml's SafeLoader without aliases: ``*ref`` lets a tiny file expand into a huge tree
+    (a "billion laughs"), and a spec never needs one."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.events.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise SpecError(f"{path}: line {mark.line + 1}: Expected no YAML aliases "
+                                "(*name) in a spec; write the value out.")
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
+
+
+def _name(spec_path: str, where: str, kind: str, name) -> str:
+    """A node type, relation, feature, value or split name checked with the format's rules
+    (it becomes a directory of the store) before anything is written."""
+    try:
+        return fmt.check_name(kind, name if isinstance(name, str) else str(name))
+    except FeatureStoreError as e:
+        raise type(e)(f"{spec_path}: {where}: {e}") from None
+
+
 def load_spec(path: str | os.PathLike) -> DatasetSpec:
     """Parse and check a spec file; every error names the spec and the entry."""
     import yaml
@@ -137,9 +177,13 @@ def load_spec(path: str | os.PathLike) -> DatasetSpec:
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise InputNotFoundError(f"Expected a spec file at {path}. Nothing is there.")
+    size = os.path.getsize(path)
+    if size > MAX_SPEC_BYTES:
+        raise SpecError(f"{path}: Expected a spec file of at most {MAX_SPEC_BYTES} bytes. "
+                        f"Got {size} bytes.")
     try:
         with open(path) as f:
-            raw = yaml.safe_load(f)
+            raw = yaml.load(f, Loader=_spec_loader(path))  # noqa: S506 - SafeLoader subclass
     except yaml.YAMLError as e:
         raise SpecError(f"{path}: Expected YAML: {e}") from e
     if not isinstance(raw, dict):
@@ -162,6 +206,7 @@ def load_spec(path: str | os.PathLike) -> DatasetSpec:
     for nt, v in nodes_raw.items():
         v = v or {}
         where = f"nodes.{nt}"
+        nt = _name(path, where, "node type", nt)
         if not isinstance(v, dict):
             _fail(path, where, f"Expected a mapping. Got {v!r}.")
         allowed = {"count", "ids", "id_kind", "features", "values", "labels"}
@@ -179,10 +224,12 @@ def load_spec(path: str | os.PathLike) -> DatasetSpec:
         if count is not None and kind != "contiguous":
             _fail(path, where, "Expected either count (ids 0..count-1) or ids/id_kind "
                                "(ids to renumber), not both.")
-        feats = {k: _ref(path, base, f"{where}.features.{k}", fv, allow_columns=True)
-                 for k, fv in (v.get("features") or {}).items()}
-        vals = {k: _ref(path, base, f"{where}.values.{k}", fv)
-                for k, fv in (v.get("values") or {}).items()}
+        feats = {_name(path, f"{where}.features", "feature", k):
+                 _ref(path, base, f"{where}.features.{k}", fv, allow_columns=True)
+                 for k, fv in _mapping(path, f"{where}.features", v.get("features")).items()}
+        vals = {_name(path, f"{where}.values", "value", k):
+                _ref(path, base, f"{where}.values.{k}", fv)
+                for k, fv in _mapping(path, f"{where}.values", v.get("values")).items()}
         labels = _ref(path, base, f"{where}.labels", v["labels"]) if v.get("labels") else None
         nodes[str(nt)] = NodeSpec(str(nt), kind, count, ids, feats, vals, labels)
     edges: list[EdgeSpec] = []
@@ -200,7 +247,9 @@ def load_spec(path: str | os.PathLike) -> DatasetSpec:
         if not isinstance(rel, (list, tuple)) or len(rel) != 3:
             _fail(path, f"{where}.relation", "Expected [src_type, relation, dst_type] or "
                                              f"'src:relation:dst'. Got {e.get('relation')!r}.")
-        rel = tuple(str(x) for x in rel)
+        rel = (_name(path, f"{where}.relation", "node type", rel[0]),
+               _name(path, f"{where}.relation", "relation", rel[1]),
+               _name(path, f"{where}.relation", "node type", rel[2]))
         for t in (rel[0], rel[2]):
             if t not in nodes:
                 _fail(path, f"{where}.relation", f"Expected node types from nodes "
@@ -217,7 +266,8 @@ def load_spec(path: str | os.PathLike) -> DatasetSpec:
         edges.append(EdgeSpec(rel, files, e.get("src", "src"), e.get("dst", "dst"),
                               bool(e.get("reverse", False)), undirected))
     splits: dict[str, dict[str, FileRef]] = {}
-    for sname, per in (raw.get("splits") or {}).items():
+    for sname, per in _mapping(path, "splits", raw.get("splits")).items():
+        sname = _name(path, f"splits.{sname}", "split", sname)
         if not isinstance(per, dict):
             _fail(path, f"splits.{sname}", f"Expected a mapping node_type: file. Got {per!r}.")
         for nt, fv in per.items():

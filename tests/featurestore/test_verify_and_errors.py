@@ -57,6 +57,9 @@ def test_incomplete_store_refused_then_resumed(tmp_path):
     assert any("incomplete" in p for p in verify_store(path))
     with pytest.raises(fs.StoreExistsError):
         fs.create_store(path)  # mode "w-" refuses to overwrite
+    with pytest.raises(fs.StoreLockedError, match="write lock"):
+        fs.create_store(path, mode="a")  # w still holds the lock
+    w.close()  # the first writer stops (a crash releases the lock the same way)
     w2 = fs.create_store(path, mode="a")  # resume keeps what was written
     assert w2.has_array("nodes/v/orig_id")
     w2.add_features("v", "feat", np.ones((10, 4), np.float32))

@@ -34,7 +34,8 @@ def csc_of(store, etype=None):
 
 
 def store_snapshot(path) -> dict:
-    """Everything a store holds except timestamps: schema, array list, every file's bytes."""
+    """Everything a store holds except timestamps, the generation id and the lock: schema,
+    array list, every file's bytes."""
     import json
     import os
 
@@ -42,6 +43,8 @@ def store_snapshot(path) -> dict:
     for root, dirs, files in os.walk(path):
         dirs[:] = [d for d in dirs if d != ".preprocess"]
         for f in files:
+            if f == ".featurestore.lock":  # the writer lock: pid and time of the last writer
+                continue
             full = os.path.join(root, f)
             rel = os.path.relpath(full, path)
             with open(full, "rb") as fh:
@@ -50,6 +53,7 @@ def store_snapshot(path) -> dict:
                 attrs = json.loads(data)["attributes"]
                 for p in attrs.get("provenance", []):
                     p.pop("time", None)
+                attrs.pop("generation", None)  # a fresh id at every commit
                 data = json.dumps(attrs, sort_keys=True).encode()
             out[rel] = data
     return out

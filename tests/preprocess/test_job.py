@@ -47,6 +47,7 @@ def test_changed_input_or_option_is_refused_then_forced(tmp_path):
     np.save(f, np.arange(10))
     job = _job(tmp_path, [f])
     job.run_step("nodes", lambda: job.writer.add_node_type("n", 10))
+    job.close()  # the run stops (as a crash would) and releases the write lock
     np.save(f, np.arange(11))
     with pytest.raises(ManifestMismatchError, match="in.npy changed.*--force"):
         _job(tmp_path, [f])
