@@ -8,14 +8,14 @@ then starts at byte ``r * row_bytes``: the file *is* the raw array, padded to wh
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
-from typing import Iterable
 
 import google_crc32c
 import numpy as np
 
-from .errors import CorruptStoreError, SchemaError
+from .errors import CorruptStoreError, DiskFullError, SchemaError
 from .format import inner_chunk_rows
 from ._location import Location
 
@@ -103,12 +103,12 @@ class ShardWriter:
 
     ``write(block)`` appends rows; ``close()`` checks the row count, pads, writes the index and
     renames the temporary file into place, so a crash never leaves a plausible-looking file.
-    With ``memmap=True`` (local stores only) :attr:`array` is a writable memory map of the
-    whole array for out-of-order writes, and ``write`` is not used.
+    Plain writes, no memory maps: a full disk is a :class:`DiskFullError` naming the array,
+    never a SIGBUS.
     """
 
     def __init__(self, loc: Location, array_key: str, shape: tuple[int, ...], dtype,
-                 chunk_rows: int, memmap: bool = False):
+                 chunk_rows: int):
         self.loc = loc
         self.layout = ShardLayout(tuple(int(s) for s in shape), np.dtype(dtype).newbyteorder("<"),
                                   chunk_rows)
@@ -116,19 +116,19 @@ class ShardWriter:
         self.path = loc.path(f"{array_key}/{self.layout.chunk_key()}")
         self.tmp = self.path + ".partial"
         self.rows = 0
-        self.array: np.memmap | None = None
         loc.fs.makedirs(os.path.dirname(self.tmp) if loc.is_local else self.tmp.rsplit("/", 1)[0],
                         exist_ok=True)
-        if memmap:
-            if not loc.is_local:
-                raise ValueError(f"memmap writing needs a local store, not {loc.url}")
-            with open(self.tmp, "wb") as f:
-                f.truncate(self.layout.file_bytes)
-            self.array = np.memmap(self.tmp, dtype=self.layout.dtype, mode="r+",
-                                   shape=self.layout.shape) if self.layout.shape[0] else None
-            self._f = None
-        else:
-            self._f = loc.fs.open(self.tmp, "wb") if not loc.is_local else open(self.tmp, "wb")
+        self._f = loc.fs.open(self.tmp, "wb") if not loc.is_local else open(self.tmp, "wb")
+
+    def _put(self, data) -> None:
+        try:
+            self._f.write(data)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise DiskFullError(f"The disk is full: could not write {self.tmp} (array "
+                                    f"{self.name}, {self.layout.file_bytes} bytes). Free space "
+                                    "and run the job again: it resumes.") from None
+            raise
 
     def write(self, block) -> None:
         lay = self.layout
@@ -142,48 +142,40 @@ class ShardWriter:
         if not np.can_cast(block.dtype, lay.dtype, casting="same_kind"):
             raise SchemaError(f"Expected data castable to {lay.dtype} for {self.name}. "
                               f"Got {block.dtype} instead.")
-        self._f.write(memoryview(np.ascontiguousarray(block, dtype=lay.dtype)).cast("B"))
+        self._put(memoryview(np.ascontiguousarray(block, dtype=lay.dtype)).cast("B"))
         self.rows += block.shape[0]
-
-    def write_all(self, blocks: Iterable) -> None:
-        for b in blocks:
-            self.write(b)
 
     def close(self) -> None:
         lay = self.layout
-        if self.array is not None or self._f is None:
-            if self.array is not None:
-                self.array.flush()
-                del self.array
-                self.array = None
-            with open(self.tmp, "r+b") as f:
-                f.seek(lay.data_bytes)
-                f.write(lay.index_blob())
-                f.flush()
-                os.fsync(f.fileno())
-        else:
-            if self.rows != lay.shape[0]:
-                self._f.close()
-                self.loc.fs.rm(self.tmp)
-                raise SchemaError(f"Expected {lay.shape[0]} rows for {self.name}. "
-                                  f"Got {self.rows} instead.")
-            pad = (lay.n_chunks * lay.chunk_rows - lay.shape[0]) * lay.row_bytes
-            if pad:
-                self._f.write(bytes(pad))
-            self._f.write(lay.index_blob())
+        if self.rows != lay.shape[0]:
+            self._f.close()
+            self.loc.fs.rm(self.tmp)
+            raise SchemaError(f"Expected {lay.shape[0]} rows for {self.name}. "
+                              f"Got {self.rows} instead.")
+        pad = (lay.n_chunks * lay.chunk_rows - lay.shape[0]) * lay.row_bytes
+        if pad:
+            self._put(bytes(pad))
+        self._put(lay.index_blob())
+        try:
             if self.loc.is_local:
                 self._f.flush()
                 os.fsync(self._f.fileno())
             self._f.close()
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise DiskFullError(f"The disk is full: could not write {self.tmp} (array "
+                                    f"{self.name}). Free space and run the job again.") from None
+            raise
         if self.loc.is_local:
             os.replace(self.tmp, self.path)
         else:
             self.loc.fs.mv(self.tmp, self.path)
 
     def abort(self) -> None:
-        if self._f is not None:
+        try:
             self._f.close()
-        self.array = None
+        except OSError:  # a full disk fails the close too; the file goes anyway
+            pass
         if self.loc.fs.exists(self.tmp):
             self.loc.fs.rm(self.tmp)
 

@@ -176,19 +176,6 @@ class StoreWriter:
             arrays.append(key)
         self._save()
 
-    def new_array(self, key: str, shape: Sequence[int], dtype, *, memmap: bool = False) -> ShardWriter:
-        """A raw writer for an uncompressed array (preprocessing jobs stream into these).
-
-        Call ``close()`` on it, then :meth:`finish_array` to record it.
-        """
-        dtype = np.dtype(dtype)
-        meta = self._create_meta(key, tuple(shape), dtype)
-        return ShardWriter(self.loc, key, tuple(shape), dtype, meta["kw"]["chunks"][0],
-                           memmap=memmap)
-
-    def finish_array(self, key: str) -> None:
-        self._done(key)
-
     def _write(self, key: str, shape: tuple, dtype: np.dtype, blocks: Iterable,
                compressors=None, check=None) -> None:
         if compressors is not None:

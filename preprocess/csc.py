@@ -39,6 +39,7 @@ from featurestore.format import EdgeType
 
 from . import _kernels as K
 from .edges import EdgeSource, concat
+from .diskmap import map_file
 from .errors import BadInputError, IdsOutOfRangeInputError, NotEnoughDiskError
 from .memory import PeakMemory, format_size, free_disk_bytes
 from .progress import bar
@@ -148,12 +149,8 @@ class _Scratch:
         return os.path.join(self.path, name)
 
     def zeros(self, name: str, n: int, dtype) -> np.ndarray:
-        """A zero-filled writable memory map of ``n`` items (a sparse file)."""
-        path = self.file(name)
-        dtype = np.dtype(dtype)
-        with open(path, "wb") as f:
-            f.truncate(max(n, 1) * dtype.itemsize)
-        return np.memmap(path, dtype=dtype, mode="r+", shape=(n,))
+        """A zero-filled writable memory map of ``n`` items (its disk blocks reserved)."""
+        return map_file(self.file(name), dtype=dtype, mode="w+", shape=(max(n, 1),))[:n]
 
     def close(self) -> None:
         if self.path is not None:
@@ -358,7 +355,7 @@ def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, in
             stats["edges_out"] = n_out
             t_w = time.perf_counter()
             indptr_out(indptr)
-            tmp = (np.memmap(tmp_path, dtype=plan.index_dtype, mode="r", shape=(n_out,))
+            tmp = (map_file(tmp_path, dtype=plan.index_dtype, mode="r", shape=(n_out,))
                    if n_out else np.empty(0, plan.index_dtype))
             step = max(1, (64 << 20) // plan.index_dtype.itemsize)
             indices_out((tmp[i:i + step] for i in range(0, n_out, step)), n_out,

@@ -30,6 +30,7 @@ import numpy as np
 
 from ._kernels import f32_to_f16
 from .edges import load_npy
+from .diskmap import map_file
 from .errors import BadInputError, InputNotFoundError
 from .memory import PeakMemory
 from .progress import bar
@@ -270,7 +271,7 @@ def _bucket_permute(source, perm, rows, budget_bytes, tmpdir, cast, progress, st
     scratch = tempfile.mkdtemp(prefix="perm-", dir=tmpdir)
     try:
         inv_path = os.path.join(scratch, "inv.bin")
-        inv = np.memmap(inv_path, dtype=np.int64, mode="w+", shape=(max(n, 1),))
+        inv = map_file(inv_path, dtype=np.int64, mode="w+", shape=(max(n, 1),))
         step = 1 << 22
         for lo in range(0, n, step):  # inv[perm[i]] = i, a scatter into a file-backed map
             p = np.asarray(perm[lo:lo + step], dtype=np.int64)
@@ -414,7 +415,7 @@ def write_values(writer, ntype: str, name: str, source: FeatureSource, *,
         if tmpdir is not None:
             os.makedirs(tmpdir, exist_ok=True)
         scratch = tempfile.mkdtemp(prefix="values-", dir=tmpdir)
-        data = np.memmap(os.path.join(scratch, "v.bin"), dtype=dtype, mode="w+",
+        data = map_file(os.path.join(scratch, "v.bin"), dtype=dtype, mode="w+",
                          shape=(max(n, 1),))[:n]
         rows = max(1, budget_bytes // 4 // 16)
         blocks = (permuted_blocks(source, perm, rows, budget_bytes=budget_bytes, tmpdir=tmpdir,

@@ -26,6 +26,7 @@ run, with the sizes, disk and memory each step declared.
 from __future__ import annotations
 
 import contextlib
+import errno
 import datetime as _dt
 import logging
 import os
@@ -40,6 +41,7 @@ from featurestore.errors import StoreExistsError, UnsafePathError
 from featurestore.lock import LOCK_NAME
 from featurestore.writer import StoreWriter
 
+from .diskmap import disk_full_error
 from .errors import InputNotFoundError, ManifestMismatchError, NotEnoughDiskError
 from .memory import PeakMemory, format_size, free_disk_bytes
 
@@ -294,10 +296,17 @@ class Job:
             st.seconds = prev.get("seconds", 0.0)
             yield st
             return
+        if st.plan.get("disk_bytes"):  # what this step still needs, checked before it starts
+            self.check_disk(int(st.plan["disk_bytes"]), f"step {name}")
         log.info("step %s: start", name)
         t = time.perf_counter()
         with PeakMemory() as mem:
-            yield st
+            try:
+                yield st
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                raise disk_full_error(e.filename or self.store_url, None, e) from e
         st.seconds = time.perf_counter() - t
         st.peak_anon_bytes = mem.peak
         st.status = "ran"
@@ -315,9 +324,15 @@ class Job:
         return st.stats
 
     def check_disk(self, need_bytes: int, what: str = "the store") -> None:
-        """Raise :class:`NotEnoughDiskError` if the store's file system lacks ``need_bytes``."""
+        """Raise :class:`NotEnoughDiskError` if the store's file system lacks ``need_bytes``.
+
+        A resumed job needs only what is left: the bytes its store already holds count
+        toward ``need_bytes`` (for a whole-job estimate; a step's own ``disk_bytes`` plan is
+        checked when the step starts)."""
         if not self.loc.is_local:
             return
+        if self.resumed and what.startswith("the store") and self.loc.exists():
+            need_bytes = max(0, need_bytes - self.loc.disk_usage())
         free = free_disk_bytes(self.loc.root)
         if need_bytes > free:
             raise NotEnoughDiskError(f"Expected {format_size(need_bytes)} free for {what} at "

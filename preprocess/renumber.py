@@ -29,6 +29,7 @@ from typing import Iterable, Iterator
 import numba
 import numpy as np
 
+from .diskmap import map_file, open_npy
 from .edges import EdgeSource, as_int64_ids, load_npy
 from .errors import BadInputError, InputNotFoundError
 
@@ -217,7 +218,7 @@ class _Run:
         self.path, self.n = path, n
 
     def arrays(self, mode="r"):
-        return tuple(np.memmap(f"{self.path}.{x}", dtype=np.int64, mode=mode, shape=(max(self.n, 1),))[:self.n]
+        return tuple(map_file(f"{self.path}.{x}", dtype=np.int64, mode=mode, shape=(max(self.n, 1),))[:self.n]
                      for x in ("k", "c", "p"))
 
     @staticmethod
@@ -251,7 +252,7 @@ class IdMap:
         n = self.num_nodes
         if n == 0:
             return np.empty(0, np.int64)
-        return np.memmap(os.path.join(self.path, f"{name}.bin"), dtype=np.int64, mode=mode,
+        return map_file(os.path.join(self.path, f"{name}.bin"), dtype=np.int64, mode=mode,
                          shape=(max(n, 1),))[:n]
 
     @staticmethod
@@ -282,7 +283,7 @@ class IdMap:
 
     def orig_ids(self, out_path: str, block: int = 1 << 22) -> np.ndarray:
         """``orig_id`` in store order (a memory map at ``out_path``): the key of each store id."""
-        out = np.memmap(out_path, dtype=np.int64, mode="w+", shape=(max(self.num_nodes, 1),))
+        out = map_file(out_path, dtype=np.int64, mode="w+", shape=(max(self.num_nodes, 1),))
         for lo in range(0, self.num_nodes, block):
             out[np.asarray(self.store[lo:lo + block])] = self.keys[lo:lo + block]
         out.flush()
@@ -344,7 +345,7 @@ def build_idmap(path: str, blocks: Iterable, *, name: str, what: str, from_file:
             out = os.path.join(path, f"run{gen}")
             gen += 1
             n_max = a.n + b.n
-            ko, co, po = (np.memmap(f"{out}.{x}", dtype=np.int64, mode="w+", shape=(max(n_max, 1),))
+            ko, co, po = (map_file(f"{out}.{x}", dtype=np.int64, mode="w+", shape=(max(n_max, 1),))
                           for x in ("k", "c", "p"))
             n, status, key = _merge(*a.arrays(), *b.arrays(), ko, co, po, not from_file)
             if status:
@@ -371,7 +372,7 @@ def build_idmap(path: str, blocks: Iterable, *, name: str, what: str, from_file:
         os.replace(os.path.join(path, "pos.bin"), os.path.join(path, "store.bin"))
     else:
         os.remove(os.path.join(path, "pos.bin"))
-        st = np.memmap(os.path.join(path, "store.bin"), dtype=np.int64, mode="w+",
+        st = map_file(os.path.join(path, "store.bin"), dtype=np.int64, mode="w+",
                        shape=(max(n, 1),))
         step = 1 << 22
         for lo in range(0, n, step):
@@ -472,7 +473,7 @@ def materialize_edges(source: EdgeSource, path: str, *, block_edges: int = 1 << 
 
     e = source.count_edges()
     tmp = path + ".partial"
-    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(2, e))
+    out = open_npy(tmp, mode="w+", dtype=dtype, shape=(2, e))
     at = 0
     for s, d in source.iter_blocks(block_edges):
         out[0, at:at + len(s)] = s

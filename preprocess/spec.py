@@ -20,6 +20,7 @@ from featurestore import format as fmt
 from featurestore.errors import FeatureStoreError
 
 from .csc import build_csc, plan_csc, reverse_etype
+from .diskmap import map_file, open_npy
 from .edges import EdgeSource, concat, open_edges
 from .edges_job import max_id
 from .errors import BadInputError, InputNotFoundError, SpecError
@@ -391,7 +392,7 @@ def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = Fals
             def degree_step(nt=nt):
                 n = T.count[nt]
                 os.makedirs(os.path.dirname(T.rank_path(nt)), exist_ok=True)
-                deg = (np.zeros(n, np.int64) if 8 * n <= B // 4 else np.lib.format.open_memmap(
+                deg = (np.zeros(n, np.int64) if 8 * n <= B // 4 else open_npy(
                     T.rank_path(nt, "deg"), mode="w+", dtype=np.int64, shape=(n,)))
                 for e in spec.edges:
                     sides = [2] if e.etype[2] == nt else []
@@ -406,10 +407,10 @@ def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = Fals
                                                   "destination" if side == 2 else "source", at))
                                 at += len(s)
                 tmp = {w: T.rank_path(nt, w) + ".partial.npy" for w in ("rank", "perm")}
-                rank = np.lib.format.open_memmap(tmp["rank"], mode="w+", dtype=np.int64,
+                rank = open_npy(tmp["rank"], mode="w+", dtype=np.int64,
                                                  shape=(n,))
                 degree_rank(deg, rank)
-                perm = np.lib.format.open_memmap(tmp["perm"], mode="w+", dtype=np.int64,
+                perm = open_npy(tmp["perm"], mode="w+", dtype=np.int64,
                                                  shape=(n,))
                 step = 1 << 22
                 for lo in range(0, n, step):
@@ -548,13 +549,13 @@ def _orig_ids(T: _Types, nt: str, n: int):
     if m is not None:
         orig = m.orig_ids(out_path)
     else:
-        orig = np.memmap(out_path, dtype=np.int64, mode="w+", shape=(max(n, 1),))[:n]
+        orig = map_file(out_path, dtype=np.int64, mode="w+", shape=(max(n, 1),))[:n]
         step = 1 << 22
         for lo in range(0, n, step):
             orig[lo:lo + step] = np.arange(lo, min(lo + step, n), dtype=np.int64)
     if rank is not None:
         perm = T.rank(nt, "perm")  # new -> old
-        final = np.memmap(out_path + ".ranked", dtype=np.int64, mode="w+", shape=(max(n, 1),))[:n]
+        final = map_file(out_path + ".ranked", dtype=np.int64, mode="w+", shape=(max(n, 1),))[:n]
         step = 1 << 22
         for lo in range(0, n, step):
             final[lo:lo + step] = np.asarray(orig)[np.asarray(perm[lo:lo + step])]
@@ -568,7 +569,7 @@ def _row_perm(T: _Types, nt: str, ref: FileRef, num_rows: int):
     n = T.count[nt]
     if ref.ids is None:
         return T.rank(nt, "perm")  # rows follow the store ids before reordering
-    pos = np.lib.format.open_memmap(os.path.join(T.job.workdir, f"rows-{nt}.npy"), mode="w+",
+    pos = open_npy(os.path.join(T.job.workdir, f"rows-{nt}.npy"), mode="w+",
                                     dtype=np.int64, shape=(n,))
     pos[:] = -1
     at = 0

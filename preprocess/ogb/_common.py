@@ -7,6 +7,7 @@ from typing import Iterable
 
 import numpy as np
 
+from ..diskmap import open_npy
 from .errors import RawDataError
 
 #: elements per block when converting per-node arrays.
@@ -21,7 +22,7 @@ def labels_to_int(blocks: Iterable[np.ndarray], n: int, out_path: str, *, name: 
     an integer in ``[0, num_classes)``; otherwise :class:`RawDataError` names ``name`` and
     the first bad node. Returns the result memory-mapped read-only.
     """
-    out = np.lib.format.open_memmap(out_path + ".partial", mode="w+", dtype=np.int64, shape=(n,))
+    out = open_npy(out_path + ".partial", mode="w+", dtype=np.int64, shape=(n,))
     lo = 0
     for b in blocks:
         b = np.asarray(b).reshape(-1)

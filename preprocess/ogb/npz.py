@@ -17,6 +17,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ..diskmap import map_file, open_npy
 from .errors import RawDataError, RawFileNotFoundError
 
 __all__ = ["NpzArchive", "NpzMember", "NpzWriter"]
@@ -55,7 +56,7 @@ class NpzMember:
                                f"{self.archive.path} is compressed; stream it instead.")
         if self.size == 0:
             return np.zeros(self.shape, self.dtype)
-        return np.memmap(self.archive.path, dtype=self.dtype, mode="r", offset=self.data_offset,
+        return map_file(self.archive.path, dtype=self.dtype, mode="r", offset=self.data_offset,
                          shape=self.shape, order="F" if self.fortran_order else "C")
 
     def iter_flat(self, block_elems: int | None = None) -> Iterator[np.ndarray]:
@@ -107,7 +108,7 @@ class NpzMember:
         Gives random access to a deflated member without holding it in RAM.
         """
         path = os.fspath(path)
-        out = np.lib.format.open_memmap(path + ".partial", mode="w+", dtype=self.dtype,
+        out = open_npy(path + ".partial", mode="w+", dtype=self.dtype,
                                         shape=self.shape, fortran_order=self.fortran_order)
         flat = out.reshape(-1, order="F" if self.fortran_order else "C") if self.size else None
         lo = 0
