@@ -1,4 +1,4 @@
-"""``featurestore synth mag240m|papers100m ROOT --scale S``."""
+"""``featurestore synth mag240m|papers100m ROOT --scale S`` and ``featurestore synth rmat``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import time
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "synth", help="write a synthetic OGB-LSC dataset in its official layout",
+        "synth", help="write a synthetic dataset: OGB-LSC twins, skewed R-MAT graphs",
         description="Write a synthetic twin of MAG240M or ogbn-papers100M, in the exact layout "
-                    "of the official download, streamed (a scale larger than RAM works).")
+                    "of the official download, or an R-MAT graph with a spec file; streamed "
+                    "(a scale larger than RAM works).")
     sub = p.add_subparsers(dest="dataset", metavar="DATASET", required=True)
     for name, helptext in (("mag240m", "ROOT/mag240m_kddcup2021 (meta.pt, split_dict.pt, processed/)"),
                            ("papers100m", "ROOT/ogbn_papers100M (raw/data.npz, raw/node-label.npz, split/time/)")):
@@ -26,6 +27,42 @@ def register(subparsers) -> None:
             q.add_argument("--compress", action="store_true",
                            help="deflate the .npz members like the official files")
         q.set_defaults(func=_run)
+    q = sub.add_parser(
+        "rmat", help="ROOT/{edges,feat,label,train,valid,test}.npy + spec.yaml: a skewed R-MAT graph",
+        description="Write an R-MAT graph (Graph500: a,b,c,d = 0.57, 0.19, 0.19, 0.05; ids "
+                    "scrambled) with features, labels and a clustered train/valid/test split "
+                    "into the directory ROOT, with a spec file for "
+                    "'featurestore preprocess spec ROOT/spec.yaml STORE'.")
+    q.add_argument("root", metavar="ROOT", help="the dataset directory (created)")
+    q.add_argument("--scale", type=int, required=True, help="2**SCALE nodes")
+    q.add_argument("--edge-factor", type=int, default=16,
+                   help="EDGE_FACTOR * 2**SCALE edges drawn (default 16)")
+    q.add_argument("--dim", type=int, default=768, help="feature dim (default 768)")
+    q.add_argument("--dtype", choices=["float16", "float32"], default="float16",
+                   help="feature dtype (default float16)")
+    q.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    q.add_argument("--classes", type=int, default=16, help="number of label classes (default 16)")
+    q.add_argument("--train-share", type=float, default=0.01,
+                   help="train split size as a share of the connected nodes (default 0.01; "
+                        "valid and test get a quarter of that each)")
+    q.add_argument("--no-progress", action="store_true", help="no progress bars")
+    q.set_defaults(func=_run_rmat)
+
+
+def _run_rmat(args: argparse.Namespace) -> int:
+    from .rmat import synth_rmat
+
+    t = time.perf_counter()
+    res = synth_rmat(args.root, args.scale, args.edge_factor, dim=args.dim, dtype=args.dtype,
+                     seed=args.seed, num_classes=args.classes, train_share=args.train_share,
+                     progress=not args.no_progress)
+    m = res.meta
+    print(f"wrote {res.root} in {time.perf_counter() - t:.1f} s: {m['num_nodes']:,} nodes "
+          f"({m['connected_nodes']:,} connected), {m['num_edges_drawn']:,} edges drawn, "
+          f"top 1% of nodes hold {100 * m['top1pct_degree_share']:.0f}% of the edge ends, "
+          f"splits {m['splits']}")
+    print(f"next: featurestore preprocess spec {res.spec_path} STORE")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
