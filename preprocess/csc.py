@@ -40,7 +40,8 @@ from featurestore.format import EdgeType
 from . import _kernels as K
 from .edges import EdgeSource, concat
 from .diskmap import map_file
-from .errors import BadInputError, IdsOutOfRangeInputError, NotEnoughDiskError
+from .errors import (BadInputError, BudgetTooSmallError, IdsOutOfRangeInputError,
+                     NotEnoughDiskError)
 from .memory import PeakMemory, format_size, free_disk_bytes
 from .progress import bar
 
@@ -118,8 +119,8 @@ def plan_csc(num_src: int, num_dst: int, num_edges: int | None,
     """Split ``budget_bytes`` between input blocks, ``indptr`` and the per-range buffers."""
     budget = int(budget_bytes)
     if budget < MIN_BUDGET_BYTES:
-        raise ValueError(f"Expected a memory budget of at least {format_size(MIN_BUDGET_BYTES)}. "
-                         f"Got {format_size(budget)}.")
+        raise BudgetTooSmallError(f"Expected a memory budget of at least "
+                                  f"{format_size(MIN_BUDGET_BYTES)}. Got {format_size(budget)}.")
     block = int(np.clip(budget // 512, MIN_BLOCK_EDGES, MAX_BLOCK_EDGES))
     # int64 conversions of a block (src, dst) may coexist with the raw block: 4 x 8 bytes/edge
     block_mem = 32 * block

@@ -17,6 +17,7 @@ __all__ = [
     "ManifestMismatchError",
     "NotEnoughDiskError",
     "SpecError",
+    "BudgetTooSmallError",
 ]
 
 
@@ -46,3 +47,7 @@ class NotEnoughDiskError(PreprocessError, OSError):
 
 class SpecError(PreprocessError, ValueError):
     """A dataset spec file is malformed or names something that does not exist."""
+
+
+class BudgetTooSmallError(PreprocessError, ValueError):
+    """The memory budget given to a job is below what its steps need at the least."""

@@ -41,8 +41,10 @@ from featurestore.errors import StoreExistsError, UnsafePathError
 from featurestore.lock import LOCK_NAME
 from featurestore.writer import StoreWriter
 
+from .csc import MIN_BUDGET_BYTES
 from .diskmap import disk_full_error
-from .errors import InputNotFoundError, ManifestMismatchError, NotEnoughDiskError
+from .errors import (BudgetTooSmallError, InputNotFoundError, ManifestMismatchError,
+                     NotEnoughDiskError)
 from .memory import PeakMemory, format_size, free_disk_bytes
 
 __all__ = ["Job", "Step", "MANIFEST_KEY", "input_record"]
@@ -129,6 +131,10 @@ class Job:
         self.inputs = [input_record(p) for p in inputs]
         self.force, self.dry_run = force, dry_run
         self.budget_bytes = int(budget_bytes)
+        if self.budget_bytes < MIN_BUDGET_BYTES:  # before anything is written
+            raise BudgetTooSmallError(
+                f"Expected a memory budget of at least {format_size(MIN_BUDGET_BYTES)} for job "
+                f"{name!r}. Got {format_size(self.budget_bytes)}; nothing was written.")
         self.progress = progress
         self.loc = Location(self.store_url, storage_options)
         self._check_inputs_outside()

@@ -73,5 +73,7 @@ def load_pt(path: str | os.PathLike) -> Any:
                 "another pickled object, so it was refused without loading it"
                 + (f": {why[0]}" if why else ".")) from e
         raise RawDataError(f"Expected a torch.save file at {path}. Could not read it: {msg}") from e
-    except (RuntimeError, EOFError, OSError) as e:
-        raise RawDataError(f"Expected a torch.save file at {path}. Could not read it: {e}") from e
+    except (RuntimeError, EOFError, OSError, KeyError, ValueError, IndexError) as e:
+        # a text or truncated file fails inside torch's legacy reader with a bare KeyError
+        raise RawDataError(f"Expected a torch.save file at {path}. Could not read it: "
+                           f"{type(e).__name__}: {e}") from e

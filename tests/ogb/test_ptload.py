@@ -58,6 +58,9 @@ def test_missing_and_garbage(tmp_path):
     (tmp_path / "g.pt").write_bytes(b"not a torch file at all")
     with pytest.raises((RawDataError, UnsafePickleError), match="g.pt"):
         load_pt(tmp_path / "g.pt")
+    (tmp_path / "t.pt").write_text("hello world\n")  # a text file: torch raised KeyError: 101
+    with pytest.raises(RawDataError, match="t.pt"):
+        load_pt(tmp_path / "t.pt")
 
 
 def test_torch_default_containers_still_load(tmp_path):

@@ -215,3 +215,16 @@ def test_remote_lock_object(tmp_path):
     w2.add_node_type("v", 3)
     w2.commit()
     assert fs.open_store(url).num_nodes("v") == 3
+
+
+def test_too_small_budget_is_refused_before_anything_is_written(tmp_path, capsys):
+    from featurestore.cli import main
+    from preprocess.errors import BudgetTooSmallError
+
+    spec = _spec(tmp_path)
+    with pytest.raises(BudgetTooSmallError, match="nothing was written"):
+        run_spec(spec, tmp_path / "out", budget_bytes=1 << 20, progress=False)
+    assert main(["preprocess", "spec", str(spec), str(tmp_path / "out"), "--memory", "1MiB",
+                 "--no-progress"]) != 0
+    assert "at least" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
