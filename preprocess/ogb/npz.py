@@ -183,13 +183,34 @@ class NpzArchive:
             start = info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
             raw.seek(start)
             shape, fortran, dtype = _read_npy_header(raw, self.path, info.filename)
-            return NpzMember(self, info.filename, shape, dtype, fortran, False, raw.tell())
+            m = NpzMember(self, info.filename, shape, dtype, fortran, False, raw.tell())
+            self._check_size(m, info, raw.tell() - start)
+            return m
         if info.compress_type != zipfile.ZIP_DEFLATED:
             raise RawDataError(f"Expected member {info.filename!r} of {self.path} stored or "
                                f"deflated. Got zip compression type {info.compress_type}.")
         with zipfile.ZipFile(self.path) as zf, zf.open(info) as f:
             shape, fortran, dtype = _read_npy_header(f, self.path, info.filename)
-        return NpzMember(self, info.filename, shape, dtype, fortran, True, None)
+            header = f.tell()
+        m = NpzMember(self, info.filename, shape, dtype, fortran, True, None)
+        self._check_size(m, info, header)
+        return m
+
+    def _check_size(self, m: NpzMember, info: zipfile.ZipInfo, header: int) -> None:
+        """The array header's shape against the bytes the archive holds, before anything is
+        written from it: a header claiming 2e7 rows over a 21 KB body is refused here."""
+        body = info.file_size - header  # uncompressed bytes the zip directory declares
+        disk = os.path.getsize(self.path)
+        short = (body < m.nbytes
+                 or (not m.compressed and m.data_offset + m.nbytes > disk)
+                 # deflate expands at most ~1032:1
+                 or (m.compressed and info.compress_size * 1032 + 1024 < m.nbytes))
+        if short:
+            raise RawDataError(
+                f"Expected {m.nbytes} bytes for member {info.filename!r} of {self.path} "
+                f"(shape {m.shape}, {m.dtype}). The archive holds {max(body, 0)} "
+                f"({info.compress_size} compressed): its header's shape is wrong or the file "
+                "is truncated.")
 
 
 def _read_npy_header(f, path: str, member: str):

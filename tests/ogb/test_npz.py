@@ -85,3 +85,20 @@ def test_errors(tmp_path):
         with NpzWriter(tmp_path / "w.npz") as w:
             w.write("x", (10,), np.int64, [np.arange(4)])
     assert not (tmp_path / "w.npz").exists() and not (tmp_path / "w.npz.partial").exists()
+
+
+@pytest.mark.parametrize("compression", ["stored", "deflated"])
+def test_header_claiming_more_rows_than_the_body_is_refused(tmp_path, compression):
+    import io
+    import zipfile
+
+    body = np.arange(2600, dtype=np.float64)  # ~21 KB
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False,
+                                                "shape": (20_000_000,)})
+    buf.write(body.tobytes())
+    ct = zipfile.ZIP_STORED if compression == "stored" else zipfile.ZIP_DEFLATED
+    with zipfile.ZipFile(tmp_path / "lie.npz", "w", compression=ct) as zf:
+        zf.writestr("node_feat.npy", buf.getvalue())
+    with pytest.raises(RawDataError, match="node_feat.npy.*160000000 bytes|160000000 bytes"):
+        NpzArchive(tmp_path / "lie.npz")["node_feat"]
