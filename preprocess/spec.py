@@ -360,6 +360,10 @@ def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = Fals
                 return {"num_nodes": hi + 1}
 
             st = job.run_step(f"scan:{nt}", scan, plan={"edge_files": len(srcs)})
+            if job.dry_run and "num_nodes" not in st:
+                # a dry run reads the ids too (read only): the node count sets the disk need
+                # (a 3-line CSV naming id 20,000,000 means 20M nodes, ~320 MB of arrays)
+                st = scan()
             T.count[nt] = st.get("num_nodes")
             continue
 
@@ -428,7 +432,8 @@ def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = Fals
 
     # 3. node types with orig ids
     for nt in spec.nodes:
-        with job.step(f"nodes:{nt}", plan={"nodes": T.count[nt]}) as st:
+        with job.step(f"nodes:{nt}", plan={"nodes": T.count[nt],
+                                           "disk_bytes": 8 * (T.count[nt] or 0)}) as st:
             if st.todo:
                 n = T.count[nt]
                 orig = _orig_ids(T, nt, n)

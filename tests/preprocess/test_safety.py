@@ -228,3 +228,13 @@ def test_too_small_budget_is_refused_before_anything_is_written(tmp_path, capsys
                  "--no-progress"]) != 0
     assert "at least" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_dry_run_reports_the_disk_the_declared_ids_need(tmp_path):
+    (tmp_path / "e.csv").write_text("src,dst\n0,1\n1,20000000\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("nodes:\n  n: {}\nedges:\n  - relation: [n, e, n]\n    path: e.csv\n")
+    job = run_spec(spec, tmp_path / "out", dry_run=True, progress=False)
+    need = sum(int(st.plan.get("disk_bytes", 0)) for st in job.steps)
+    assert need >= 20_000_001 * 16  # orig_id + indptr, int64 each: what the real run writes
+    assert not (tmp_path / "out").exists()
