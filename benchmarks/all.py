@@ -27,7 +27,7 @@ from .report import machine_info, write_json
 
 log = logging.getLogger(__name__)
 
-PARTS = ("device", "gather", "sample", "loader", "preprocess")
+PARTS = ("device", "gather", "sample", "loader", "preprocess", "cache")
 #: smallest file the device is probed through (1 MiB sequential reads need room).
 MIN_PROBE_MIB = 4
 
@@ -52,6 +52,7 @@ class Sizes:
     sample_batches: int = 10
     loader_batches: int = 20
     loader_seconds: float = 15.0
+    cache_batches: int | None = 30
 
     @classmethod
     def at(cls, scale: float) -> "Sizes":
@@ -64,7 +65,8 @@ class Sizes:
                    device_seconds=10.0 if big else 3.0,
                    thread_counts=(1, 4, 16, 32, 64) if big else (1, 4, 16, 32),
                    thread_batch=30_000 if big else 5_000, sample_batches=20 if big else 10,
-                   loader_batches=50 if big else 20, loader_seconds=30.0 if big else 10.0)
+                   loader_batches=50 if big else 20, loader_seconds=30.0 if big else 10.0,
+                   cache_batches=100 if big else 30)
 
     @classmethod
     def quick(cls) -> "Sizes":
@@ -73,7 +75,7 @@ class Sizes:
                    prep_nodes=10_000, trials=1, device_seconds=0.0, probe_mib=64,
                    gather_batches=(1_000, 3_000), zarr_batch=1_000, thread_counts=(1, 8),
                    thread_batch=2_000, sample_batch_size=256, sample_batches=3,
-                   loader_batches=3, loader_seconds=5.0)
+                   loader_batches=3, loader_seconds=5.0, cache_batches=4)
 
 
 def ooc_memcap(nodes: int, row_bytes: int = 1536) -> str:
@@ -200,6 +202,25 @@ def run_loader(ns: argparse.Namespace) -> dict:
             "seconds": time.perf_counter() - t, "results": rep}
 
 
+def run_cache(workdir: str, nodes: int, edges: int, stores=None, inputs=None,
+              fanouts=(15, 10, 5), batch_size: int = 1024, epochs: int = 3, budgets=None,
+              window: int = 4, max_batches: int | None = None, seed: int = 0) -> dict:
+    """Cache policies replayed on ``stores`` (paths; ``inputs`` their ``TYPE:SPLIT``, one for
+    all or one each) or on the synthetic power-law graph of ``bench sample``."""
+    from . import cache_bench, sample_bench
+
+    stores = list(stores or [sample_bench.make_graph_store(workdir, nodes, edges)])
+    inputs = list(inputs or ["train"])
+    if len(inputs) == 1:
+        inputs *= len(stores)
+    if len(inputs) != len(stores):
+        raise ValueError(f"Expected one --input for all stores or one per store. "
+                         f"Got {len(inputs)} for {len(stores)} stores instead.")
+    targets = [cache_bench.Target(s, i) for s, i in zip(stores, inputs)]
+    return cache_bench.run(targets, fanouts, batch_size, epochs,
+                           tuple(budgets or cache_bench.BUDGETS), window, seed, max_batches)
+
+
 @dataclass(frozen=True)
 class PreprocessOptions:
     """What ``bench preprocess`` asks of :mod:`benchmarks.preprocess_bench`."""
@@ -305,6 +326,9 @@ def run_all(scale: float, workdir: str, outdir: str, plot: bool = False, parts=P
                     workdir=workdir, nodes=sz.nodes, edges=sz.edges, batches=sz.loader_batches,
                     seconds=sz.loader_seconds, parts="loader,dgl,ooc",
                     batch_size=sz.sample_batch_size, memcap=ooc_memcap(sz.nodes)))
+            elif part == "cache":
+                rep = run_cache(workdir, sz.nodes, sz.edges, batch_size=sz.sample_batch_size,
+                                max_batches=sz.cache_batches)
             elif part == "preprocess":
                 rep = run_preprocess(PreprocessOptions(
                     workdir=os.path.join(workdir, "preprocess"), edges=sz.prep_edges,
@@ -356,7 +380,8 @@ def _all_markdown(s: dict) -> str:
            "", "## Ours against each peer, measured in the same run", "",
            render.peer_table(s["peer_ratios"]) if s["peer_ratios"] else "(no peer measured)"]
     titles = {"device": "Device limits", "gather": "Row gathers", "sample": "Neighbour sampling",
-              "loader": "Loaders", "preprocess": "Preprocessing"}
+              "loader": "Loaders", "preprocess": "Preprocessing",
+              "cache": "Feature-cache policies (replayed on sampled epochs)"}
     for part, rep in s["reports"].items():
         out += ["", f"## {titles.get(part, part)}", "", render.markdown(rep)]
     for part, err in s["errors"].items():

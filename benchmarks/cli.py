@@ -1,4 +1,4 @@
-"""``featurestore bench device|gather|sample|loader|preprocess|all``.
+"""``featurestore bench device|gather|sample|loader|preprocess|cache|all``.
 
 Each subcommand runs on a given store (or a synthetic one it makes at ``--scale``, see
 :class:`benchmarks.all.Sizes`), prints a markdown table, writes ``<out>/<name>.json``
@@ -103,6 +103,21 @@ def _loader(args) -> int:
     return _emit(run_loader(args), args)
 
 
+# -- cache -----------------------------------------------------------------------------------
+def _cache(args) -> int:
+    from .all import run_cache
+
+    sz = _sizes(args)
+    budgets = tuple(float(x) / 100 for x in args.budgets.split(",") if x.strip())
+    rep = run_cache(args.workdir, sz.nodes, sz.edges, stores=args.store, inputs=args.input,
+                    fanouts=_ints(args.fanouts),
+                    batch_size=sz.sample_batch_size if args.quick else args.batch_size,
+                    epochs=2 if args.quick else args.epochs, budgets=budgets, window=args.window,
+                    max_batches=sz.cache_batches if args.quick else args.max_batches,
+                    seed=args.seed)
+    return _emit(rep, args)
+
+
 # -- preprocess ------------------------------------------------------------------------------
 def _preprocess(args) -> int:
     from .all import PreprocessOptions, run_preprocess
@@ -196,6 +211,28 @@ def register(sub) -> None:
         p.add_argument("--out", default=DEFAULT_OUT, help="where the JSON, markdown and charts go")
         p.add_argument("--plot", action="store_true", help="also draw PNG charts")
         p.set_defaults(func=_loader)
+
+    p = bsub.add_parser("cache", formatter_class=fmt,
+                        help="feature-cache policies (static, SIEVE, CLOCK, LRU, Belady) replayed "
+                        "on sampled epochs: hit rate at 1-20%% of the rows")
+    p.add_argument("--store", action="append",
+                   help="a store (repeat for several; default: the synthetic graph of --scale)")
+    p.add_argument("--input", action="append",
+                   help="seeds as TYPE:SPLIT or SPLIT (one for all stores, or one per --store)")
+    p.add_argument("--fanouts", default="15,10,5", help="per hop from the seeds")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--epochs", type=int, default=3,
+                   help="epochs sampled: the first presamples / warms, the others are measured")
+    p.add_argument("--budgets", default="1,2,5,10,20", help="cache sizes, %% of the rows")
+    p.add_argument("--window", type=int, default=4, help="Belady's lookahead in batches")
+    p.add_argument("--max-batches", type=int, help="sample only the first N batches of an epoch")
+    p.add_argument("--seed", type=int, default=0, help="the loader's seed (order and draws)")
+    p.add_argument("--scale", type=float, default=0.01,
+                   help="synthetic graph size when no --store (1.0 = 111M nodes)")
+    p.add_argument("--workdir", default=DEFAULT_WORKDIR, help="where synthetic stores are made")
+    p.add_argument("--quick", action="store_true", help="tiny graph: a smoke run")
+    _outputs(p)
+    p.set_defaults(func=_cache)
 
     p = bsub.add_parser("preprocess", formatter_class=fmt,
                         help="COO to CSC (vs scipy) and feature chunking: edges/s, GB/s, memory")

@@ -1,7 +1,7 @@
 """Markdown tables and PNG charts of each benchmark's report, and the peer ratios of a run.
 
 ``markdown(report)`` and ``plots(report, outdir)`` dispatch on ``report["benchmark"]``
-(``device``, ``gather``, ``sample``, ``loader``, ``preprocess``); ``peer_ratios(reports)``
+(``device``, ``gather``, ``sample``, ``loader``, ``preprocess``, ``cache``); ``peer_ratios(reports)``
 collects "ours against each peer, measured in the same run" from all of them.
 """
 
@@ -273,11 +273,24 @@ def _preprocess_plots(report: dict, outdir: str) -> list[str]:
                          "seconds (median)", f"COO -> CSC of {e['edges']:,} edges: time per stage")]
 
 
+# -- cache ------------------------------------------------------------------------------------
+def _cache_md(report: dict) -> str:
+    from .cache_bench import markdown as cache_markdown
+
+    return cache_markdown(report)
+
+
+def _cache_plots(report: dict, outdir: str) -> list[str]:
+    from .cache_bench import plots as cache_plots
+
+    return cache_plots(report, outdir)
+
+
 # -- dispatch --------------------------------------------------------------------------------
 _MD = {"device": lambda r: _device_md(r["results"]), "gather": _gather_md, "sample": _sample_md,
-       "loader": _loader_md, "preprocess": _preprocess_md}
+       "loader": _loader_md, "preprocess": _preprocess_md, "cache": _cache_md}
 _PLOTS = {"gather": _gather_plots, "sample": _sample_plots, "loader": _loader_plots,
-          "preprocess": _preprocess_plots}
+          "preprocess": _preprocess_plots, "cache": _cache_plots}
 
 
 def markdown(report: dict) -> str:

@@ -1,14 +1,19 @@
-"""``featurestore info`` and ``featurestore verify``."""
+"""``featurestore info``, ``featurestore verify`` and ``featurestore plan``.
+
+``plan`` is a front end to :func:`loaders.plan.plan`, imported when the command runs (the CLI
+sits above every layer; the ``featurestore`` package itself does not import ``loaders``).
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
 from . import format as fmt
 from .reader import open_store
 from .units import format_size
-from .verify import verify_store
+from .verify import verify_report
 
 
 def store_info(url, storage_options=None) -> dict:
@@ -86,14 +91,56 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_verify(args) -> int:
-    problems = verify_store(args.store)
-    if problems:
-        print(f"{args.store}: {len(problems)} problem(s) found:")
-        for p in problems:
+    rep = verify_report(args.store, data=args.data)
+    for n in rep.notes:
+        print(f"  note: {n}")
+    if rep.problems:
+        print(f"{args.store}: {len(rep.problems)} problem(s) found:")
+        for p in rep.problems:
             print(f"  - {p}")
         return 1
-    print(f"{args.store}: OK")
+    what = (f"every byte of {rep.arrays} arrays checked ({format_size(rep.bytes_checked, 1)} "
+            "read)" if args.data else f"{rep.arrays} arrays: metadata, sizes, shard indexes, "
+            "topology and compressed chunks checked; --data also checks every byte")
+    print(f"{args.store}: OK ({what})")
     return 0
+
+
+def _cmd_plan(args) -> int:
+    from loaders.plan import INTERPRETER_BYTES, parse_input, plan
+    from preprocess.memory import parse_size
+
+    fanouts = [int(x) for x in args.fanouts.split(",") if x.strip()]
+    memory = parse_size(args.memory) if args.memory else None
+    with open_store(args.store) as s:
+        inp = parse_input(s, args.input)
+        iops, src = args.read_iops, "--read-iops"
+        if iops is None and not args.no_probe:
+            iops, src = _probe_iops(args.store, args.probe_seconds)
+        p = plan(s, inp, fanouts, batch_size=args.batch_size, memory=memory, read_iops=iops,
+                 read_iops_source=src, batches=args.batches, prefetch=args.prefetch,
+                 seed=args.seed, feature=args.feature, ntype=args.ntype,
+                 interpreter_bytes=parse_size(args.interpreter) if args.interpreter
+                 else INTERPRETER_BYTES)
+    if args.json:
+        json.dump(p.as_dict(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(p.table())
+    return 0
+
+
+def _probe_iops(store: str, seconds: float) -> tuple[float, str]:
+    """Random 4 KiB reads/s at queue depth 32 on the store's device (page cache bypassed)."""
+    import os
+
+    from benchmarks.all import run_device
+
+    rep = run_device(store if os.path.isdir(store) else ".", seconds=seconds, size_mib=256)
+    d = next(iter(rep["results"].values()))
+    sys.stderr.write(f"measured {d['randread_4k_qd32_iops']:,.0f} random 4 KiB reads/s at "
+                     f"queue depth 32 ({d['tool']}); pass --read-iops to skip the probe\n")
+    return float(d["randread_4k_qd32_iops"]), f"measured ({d['tool']}, QD32)"
 
 
 def register(sub) -> None:
@@ -103,4 +150,34 @@ def register(sub) -> None:
     p.set_defaults(func=_cmd_info)
     p = sub.add_parser("verify", help="check a store's consistency (non-zero exit on problems)")
     p.add_argument("store", help="store path or fsspec URL")
+    p.add_argument("--data", action="store_true",
+                   help="also read every byte and compare with the checksums the writer recorded")
     p.set_defaults(func=_cmd_verify)
+    p = sub.add_parser(
+        "plan", help="capacity plan of a loader on a store: rows and bytes per batch, memory, "
+        "cache hit rate, reads per batch and the seeds/s bound",
+        description="Samples batches as NeighborLoader(shuffle=True) would (no feature read) "
+        "and prints what the loader needs and achieves: distinct rows and bytes per batch, rows "
+        "touched per epoch, the memory plan, the static cache's hit rate at --memory, reads per "
+        "batch after the cache and the seeds/s bound at the device's random-read rate.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("store", help="store path")
+    p.add_argument("--input", default="train", help="seeds: TYPE:SPLIT, or SPLIT")
+    p.add_argument("--fanouts", default="15,10,5", help="per hop from the seeds")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--memory", help="memory the loader's process may use (e.g. 16GiB; "
+                   "default: the cgroup limit, else the memory available)")
+    p.add_argument("--read-iops", type=float,
+                   help="the device's random 4 KiB reads/s at queue depth 32 (default: probe it "
+                   "for --probe-seconds; `featurestore bench device` measures it too)")
+    p.add_argument("--probe-seconds", type=float, default=2.0, help="seconds per device probe")
+    p.add_argument("--no-probe", action="store_true", help="no device probe: no I/O bound")
+    p.add_argument("--batches", type=int, help="batches sampled per epoch (default: the "
+                   "whole epoch up to 64 batches, else 64)")
+    p.add_argument("--prefetch", type=int, default=2, help="the loader's prefetch")
+    p.add_argument("--interpreter", help="memory counted for the interpreter (default 512MiB)")
+    p.add_argument("--ntype", help="node type whose rows are cached (default: the featured one)")
+    p.add_argument("--feature", default="feat")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_plan)

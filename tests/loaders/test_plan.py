@@ -1,0 +1,224 @@
+"""The capacity planner (loaders.plan, ``featurestore plan``) against hand / brute-force
+computations on a tiny graph, and the access traces it is built on."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import featurestore as fs
+from loaders import cache_policies as cp
+from loaders import plan as P
+
+# A tiny directed graph: CSC in-neighbours of each destination (node v's sources).
+IN = {0: [1, 2], 1: [3], 2: [4, 5], 3: [6], 4: [], 5: [7], 6: [0], 7: [2, 3],
+      8: [9], 9: [8]}
+N = 10
+TRAIN = [0, 1, 2, 3]
+DIM = 8  # fp16 x 8 = 16-byte rows
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plan") / "tiny"
+    indptr = np.zeros(N + 1, np.int64)
+    indptr[1:] = np.cumsum([len(IN[v]) for v in range(N)])
+    indices = np.array([u for v in range(N) for u in IN[v]], np.int32)
+    w = fs.create_store(path)
+    w.add_node_type("node", N)
+    w.add_edge_type(("node", "to", "node"), indptr, indices)
+    w.add_features("node", "feat", np.arange(N * DIM, dtype=np.float16).reshape(N, DIM))
+    w.add_labels("node", np.zeros(N, np.int64))
+    w.add_split("train", "node", np.array(TRAIN))
+    w.commit()
+    return str(path)
+
+
+def brute_batch(seeds, hops):
+    """Distinct rows and sampled edges of a batch with all neighbours taken, PyG-style (each
+    node expanded once)."""
+    seen = list(seeds)
+    frontier = list(seeds)
+    edges = 0
+    for _ in range(hops):
+        new = []
+        for v in frontier:
+            edges += len(IN[v])
+            for u in IN[v]:
+                if u not in seen:
+                    seen.append(u)
+                    new.append(u)
+        frontier = new
+    return seen, edges
+
+
+def brute_batches(epoch, batch_size=2, hops=2):
+    perm = np.random.default_rng([0, epoch]).permutation(len(TRAIN))  # the loader's order
+    seeds = np.array(TRAIN)[perm]
+    return [brute_batch(list(seeds[i:i + batch_size]), hops)
+            for i in range(0, len(TRAIN), batch_size)]
+
+
+def test_trace_is_what_the_loader_reads(homo_store):
+    from loaders import NeighborLoader
+
+    ld = NeighborLoader(homo_store, input_nodes="train", num_neighbors=[5, 3], batch_size=128, shuffle=True, seed=3,
+                        output="raw", device="cpu")
+    tr = cp.record_trace(homo_store, "train", [5, 3], batch_size=128, epochs=2, seed=3)
+    for e in range(2):
+        ld.set_epoch(e)
+        got = [b.subgraph.node["node"] for b in ld]
+        b0 = int(tr.epoch_ptr[e])
+        assert len(got) == tr.epoch_ptr[e + 1] - b0
+        for k, ids in enumerate(got):
+            lo, hi = tr.batch_ptr[b0 + k], tr.batch_ptr[b0 + k + 1]
+            np.testing.assert_array_equal(tr.ids[lo:hi], ids)
+
+
+def test_trace_of_the_tiny_graph_by_brute_force(tiny):
+    with fs.open_store(tiny) as s:
+        tr = cp.record_trace(s, "train", [-1, -1], batch_size=2, epochs=2)
+        for e in range(2):
+            want = brute_batches(e)
+            for k, (rows, _) in enumerate(want):
+                b = int(tr.epoch_ptr[e]) + k
+                assert sorted(tr.ids[tr.batch_ptr[b]:tr.batch_ptr[b + 1]].tolist()) == \
+                    sorted(rows)
+        np.testing.assert_array_equal(cp.row_degree(s), np.bincount(
+            [u for v in IN for u in IN[v]], minlength=N))
+
+
+def test_plan_against_a_hand_computation(tiny):
+    row_bytes = DIM * 2
+    b0, b1 = brute_batches(0), brute_batches(1)
+    rows = [len(r) for r, _ in b0 + b1]
+    edges = [e for _, e in b0 + b1]
+    indptr_b, indices_b = (N + 1) * 8, sum(len(v) for v in IN.values()) * 4
+    topo = indptr_b + indices_b
+    batch_bytes = max(rows) * row_bytes + max(edges) * 24 + max(rows) * 8
+    interp, staging = 1000, 100
+    cache_rows = 3
+    memory = topo + 4 * batch_bytes + interp + staging + cache_rows * row_bytes + 5
+    # presample static: rank by epoch-0 counts, ties by degree (descending), then id
+    deg = np.bincount([u for v in IN for u in IN[v]], minlength=N)
+    c0 = np.zeros(N, int)
+    for r, _ in b0:
+        c0[r] += 1
+    order = sorted(range(N), key=lambda v: (-c0[v], -deg[v], v))
+    cached = set(order[:cache_rows])
+    reads1 = sum(len(r) for r, _ in b1)
+    hits = sum(v in cached for r, _ in b1 for v in r)
+    missed_per_batch = (reads1 - hits) / len(b1)
+    iops = 1000.0
+    with fs.open_store(tiny) as s:
+        p = P.plan(s, "train", [-1, -1], batch_size=2, memory=memory, read_iops=iops,
+                   interpreter_bytes=interp, staging_bytes=staging, use_budget=False)
+    assert p.memory_model == "loaders.plan.memory_plan"
+    assert p.batches_per_epoch == 2 and p.sampled_batches == 2 and p.whole_epoch
+    assert p.distinct_rows_per_batch == {"node": pytest.approx(np.mean(rows))}
+    assert p.distinct_rows_per_batch_max == {"node": max(rows)}
+    assert p.edges_per_batch == pytest.approx(np.mean(edges))
+    assert p.feature_bytes_per_batch == round(np.mean(rows) * row_bytes)
+    assert p.memory["topology"] == topo
+    assert p.memory["batch_buffers"] == 4 * batch_bytes
+    assert p.memory["cache"] == cache_rows * row_bytes + 5
+    assert p.memory["loader_without_cache"] == topo + 4 * batch_bytes + interp + staging
+    assert p.cache_rows == cache_rows
+    assert p.hit_rate == pytest.approx(hits / reads1)
+    assert p.reads_per_batch == pytest.approx(missed_per_batch)
+    assert p.ios_per_batch == pytest.approx(missed_per_batch)  # 16-byte rows: one I/O each
+    assert p.seeds_per_s_io_bound == pytest.approx(iops * 2 / missed_per_batch)
+    assert p.rows_touched_per_epoch == len({v for r, _ in b1 for v in r})
+    assert p.rows_touched_measured
+    assert p.seeds_per_s_bound == min(p.seeds_per_s_io_bound, p.seeds_per_s_sample_bound)
+    # the curve: 10% and 20% of 10 rows = 1 and 2 cached rows
+    for c in p.curve:
+        k = int(round(c["share"] * N))
+        s = set(order[:k])
+        assert c["cache_rows"] == k
+        assert c["hit_rate"] == pytest.approx(sum(v in s for r, _ in b1 for v in r) / reads1)
+        assert c["memory_needed"] == p.memory["loader_without_cache"] + k * row_bytes
+    assert "cache hit rate" in p.table()
+
+
+def test_plan_sizes_the_cache_as_the_loader_does(homo_store):
+    budget = pytest.importorskip("loaders.budget")
+    mem = 600 << 20
+    p = P.plan(homo_store, "train", [5, 3], batch_size=256, memory=mem, read_iops=1e5,
+               interpreter_bytes=100 << 20)
+    assert p.memory_model == "loaders.budget.plan_loader"
+    edges = []
+    cp.record_trace(homo_store, "train", [5, 3], batch_size=256, epochs=2,
+                    on_batch=lambda sub: edges.append(sub.num_edges))
+    lp = budget.plan_loader(
+        budget=mem - (100 << 20), budget_source="given", feature_row_bytes={"node": 64},
+        feature_rows={"node": 3000}, topology_bytes=p.memory["topology"],
+        batch_rows=p.distinct_rows_per_batch_max, edges_per_batch=max(edges),
+        num_nodes={"node": 3000}, batches_in_flight=2)
+    assert p.cache_rows == (3000 if lp.fits else lp.cache_rows.get("node", 0))
+    # a budget too small for the whole store: the loader's cache, and the hit rate at it
+    small = (100 << 20) + p.loader_plan["planned_bytes"] + p.memory["topology"] + 100_000
+    q = P.plan(homo_store, "train", [5, 3], batch_size=256, memory=small, read_iops=1e5,
+               interpreter_bytes=100 << 20)
+    assert not q.loader_plan["fits"]
+    assert 0 < q.cache_rows == q.loader_plan["cache_rows"]["node"] < 3000
+    assert q.hit_rate < p.hit_rate == 1
+
+
+def test_plan_on_a_heterogeneous_store(hetero_store):
+    p = P.plan(hetero_store, "paper:train", [4, 2], batch_size=256, memory=2 << 30,
+               read_iops=None, batches=3)
+    assert p.ntype == "paper" and p.seed_type == "paper"
+    assert set(p.distinct_rows_per_batch) == {"paper"}  # only papers have features
+    assert p.sampled_batches == 3 and not p.whole_epoch
+    assert p.seeds_per_s_io_bound is None
+    assert 0 < p.rows_touched_per_epoch <= hetero_store.num_nodes("paper")
+
+
+def test_memory_plan_never_negative():
+    m = P.memory_plan(100, 50, 20, 4, 10, 5)
+    assert m["cache"] == 0 and not m["fits"] and m["loader_without_cache"] == 145
+
+
+def test_estimate_epoch_rows():
+    counts = np.array([0, 1, 2, 3, 1, 0])
+    assert P.estimate_epoch_rows(counts, 5, 5) == 4  # the whole epoch: counted
+    # independent batches of uniform rows: E[distinct after B] = n (1 - (1 - p)^B)
+    rng = np.random.default_rng(0)
+    n, p, B, t = 200_000, 0.01, 40, 8
+    c = np.zeros(n, np.int64)
+    for _ in range(t):
+        c[rng.random(n) < p] += 1
+    want = n * (1 - (1 - p) ** B)
+    assert P.estimate_epoch_rows(c, t, B) == pytest.approx(want, rel=0.1)
+    assert P.estimate_epoch_rows(c, t, B) > np.count_nonzero(c)
+
+
+def test_parse_input(hetero_store):
+    assert P.parse_input(hetero_store, "paper:train") == ("paper", "train")
+    assert P.parse_input(hetero_store, "train") == ("paper", "train")
+    with pytest.raises(fs.FeatureStoreError, match="nope"):
+        P.parse_input(hetero_store, "nope")
+
+
+def test_plan_cli_end_to_end(tiny, capsys):
+    from featurestore.cli import main
+
+    args = ["plan", tiny, "--input", "node:train", "--fanouts=-1,-1", "--batch-size", "2",
+            "--memory", "1MiB", "--read-iops", "500", "--interpreter", "1KiB"]
+    assert main(args + ["--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    with fs.open_store(tiny) as s:
+        p = P.plan(s, ("node", "train"), [-1, -1], batch_size=2, memory=1 << 20,
+                   read_iops=500, interpreter_bytes=1024)
+    for k in ("distinct_rows_per_batch", "hit_rate", "reads_per_batch", "cache_rows",
+              "seeds_per_s_io_bound", "rows_touched_per_epoch", "memory"):
+        assert d[k] == pytest.approx(p.as_dict()[k]) if isinstance(d[k], float) else \
+            d[k] == p.as_dict()[k], k
+    assert d["read_iops_source"] == "--read-iops"
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "seeds/s bound" in out and "distinct rows per batch" in out
+    assert main(["plan", tiny, "--input", "nope", "--no-probe"]) == 2
