@@ -1,6 +1,7 @@
 """A synthetic MAG240M in the exact layout of ``mag240m_kddcup2021`` (ogb 1.3).
 
-Sizes are the true ones times ``scale``. Citations and authorship follow power laws, some
+Sizes are the true ones times ``scale``. Citations (both ends) and authorship follow power
+laws, some
 papers and authors are isolated, every relation holds duplicate edges, citations hold a few
 self-loops, labels are NaN (none), a class id (train/valid) or -1 (hidden test label). Every
 array is written block by block into ``.npy`` memory maps, so a scale larger than RAM works.
@@ -16,7 +17,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..ogb.layout import MAG240M, MAG240M_DIR, MagPaths
-from ._gen import FeatureMaker, IdMap, edge_blocks, node_block, node_ranges, scaled
+from ._gen import (CITE_SRC_ALPHA, FeatureMaker, IdMap, edge_blocks, node_block, node_ranges,
+                   scaled)
 
 __all__ = ["synth_mag240m", "MagSynthSpec"]
 
@@ -97,9 +99,12 @@ def synth_mag240m(root: str | os.PathLike, scale: float, *, seed: int = 0,
     _write_edges(paths.edge_index("author", "affiliated_with", "institution"), seed, 1,
                  spec.affiliated_with, IdMap.make(spec.author, 0.6, seed + 4), insts,
                  dict(src_alpha=None, dst_alpha=3.0), progress)
-    # citations: every paper cites a few (uniform), a few papers get most citations.
-    _write_edges(paths.edge_index("paper", "cites", "paper"), seed, 2, spec.cites, papers,
-                 papers, dict(src_alpha=None, dst_alpha=2.5, self_loop_share=1e-4), progress)
+    # citations (Chung-Lu): citing and cited papers both follow power laws, with their heavy
+    # papers at independent scrambled ids (uniform sources would make every sampled
+    # neighbourhood a uniform draw: nothing to cache, unlike real citation graphs).
+    _write_edges(paths.edge_index("paper", "cites", "paper"), seed, 2, spec.cites,
+                 papers.reranked(seed + 5), papers,
+                 dict(src_alpha=CITE_SRC_ALPHA, dst_alpha=2.5, self_loop_share=1e-4), progress)
     _save_pt({"paper": spec.paper, "author": spec.author, "institution": spec.institution,
               "num_classes": spec.num_classes}, paths.meta)
     with open(os.path.join(paths.root, "RELEASE_v1.txt"), "w") as f:

@@ -17,7 +17,8 @@ from tqdm.auto import tqdm
 
 from ..ogb.layout import PAPERS100M, PAPERS100M_DIR, PAPERS100M_SPLITS, PapersPaths
 from ..ogb.npz import NpzWriter
-from ._gen import EDGE_BLOCK, FeatureMaker, IdMap, edge_blocks, node_block, node_ranges, scaled
+from ._gen import (CITE_SRC_ALPHA, EDGE_BLOCK, FeatureMaker, IdMap, edge_blocks, node_block,
+                   node_ranges, scaled)
 
 __all__ = ["synth_papers100m", "PapersSynthSpec"]
 
@@ -71,12 +72,13 @@ def synth_papers100m(root: str | os.PathLike, scale: float, *, seed: int = 0,
     log.info("synth papers100m: %d nodes, %d edges, %.2f GB features", n, e,
              n * spec.feat_dim * 4 / 1e9)
     nodes = IdMap.make(n, 0.95, seed + 1)
-    kw = dict(src_alpha=None, dst_alpha=2.5, self_loop_share=1e-4)
+    # Chung-Lu citations: citing and cited papers both power-law, heavy ids independent
+    kw = dict(src_alpha=CITE_SRC_ALPHA, dst_alpha=2.5, self_loop_share=1e-4)
     nblocks = -(-e // EDGE_BLOCK)
     maker = FeatureMaker(seed, spec.num_classes, spec.feat_dim, np.float32)
 
     def ends(which: int):
-        it = edge_blocks(seed, 0, e, nodes, nodes, **kw)
+        it = edge_blocks(seed, 0, e, nodes.reranked(seed + 5), nodes, **kw)
         for _, s, d in tqdm(it, total=nblocks, unit="block", disable=not progress,
                             desc="edge_index " + ("src" if which == 0 else "dst")):
             yield s if which == 0 else d

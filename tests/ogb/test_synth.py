@@ -154,3 +154,30 @@ def test_cli_writes_both(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
     assert load_pt(MagPaths.under(tmp_path).meta)["paper"] == round(MAG240M["paper"] * 2e-5)
     assert torch.load  # torch is what the official loader uses; our files load with it safely
+
+
+def test_citing_papers_are_skewed_too(mag_root, papers_root):
+    """Both ends of a citation follow a power law (Chung-Lu), at independent ids: sampled
+    neighbourhoods have a hot set, as in the real graphs (uniform sources had none)."""
+    c = np.load(MagPaths.under(mag_root).edge_index("paper", "cites", "paper"))
+    z = np.load(PapersPaths.under(papers_root).data)["edge_index"]
+    for e, n in ((c, MAG_SPEC.paper), (z, PAPERS_SPEC.nodes)):
+        out = np.bincount(e[0], minlength=n)
+        top = np.sort(out)[::-1]
+        # alpha 2: the top 1% of the citing ranks draw 10% of the citations (uniform: ~2%)
+        assert top[:n // 100].sum() > 0.06 * e.shape[1]
+        assert out.max() > 10 * out.mean()
+        indeg = np.bincount(e[1], minlength=n)
+        hubs_out, hubs_in = np.argsort(out)[-n // 100:], np.argsort(indeg)[-n // 100:]
+        assert np.intersect1d(hubs_out, hubs_in).size < n // 200  # different papers
+
+
+def test_reranked_idmap_keeps_the_active_ids():
+    from preprocess.synth._gen import IdMap
+
+    for n, share in ((1000, 0.96), (997, 0.5), (12, 1.0)):
+        m = IdMap.make(n, share, 3)
+        r = m.reranked(8)
+        ranks = np.arange(m.active)
+        np.testing.assert_array_equal(np.sort(r(ranks)), np.sort(m(ranks)))
+        assert not np.array_equal(r(ranks), m(ranks))
