@@ -11,8 +11,8 @@ DGLENV := .venv-dgl
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# the CPU build of torch first (a plain `torch` would pull a multi-GB CUDA build)
-	$(BIN)/pip install --quiet torch==2.13.0 || $(BIN)/pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+	# torch first, pinned (from the package registry only)
+	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[test,pyg,bench]'
 	touch $(STAMP)
 
