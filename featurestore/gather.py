@@ -5,25 +5,43 @@
   ``pread`` from many threads at once (``POSIX_FADV_RANDOM``, no readahead), after sorting,
   deduplicating and coalescing the ids, then scattered back into the order asked.
   ``mincore`` on a sample of the rows picks the path per call (``read_path="auto"``).
+  Two more paths read without leaving the rows in the page cache, for processes in a memory
+  cgroup whose page cache must not evict what they hold (topology, code, a row cache):
+  ``"direct"`` (``O_DIRECT``: aligned reads of each span of rows into a per-thread scratch,
+  copied out) and ``"dontneed"`` (buffered reads, then ``POSIX_FADV_DONTNEED`` on the pages
+  read). Both merge rows whose gap is at most ``SPAN_GAP_BYTES`` into one read.
 * ``ZarrRows``: anything else (compressed, remote, another layout): zarr reads whole inner
   chunks concurrently, through a bounded LRU cache of decoded chunks.
 """
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
+from numba import types
 
 from . import _kernels as K
 from .errors import CorruptStoreError, IdsOutOfRangeError, InvalidIdsError, SchemaError
 from ._shard import ShardLayout
 
-READ_PATHS = ("auto", "mmap", "pread")
+log = logging.getLogger(__name__)
+
+READ_PATHS = ("auto", "mmap", "pread", "direct", "dontneed")
+#: read paths that leave nothing in the page cache
+UNCACHED_PATHS = ("direct", "dontneed")
+#: rows whose gap is at most this many bytes are read as one span (one I/O beats two here:
+#: ~85 us per random read against ~2 GB/s sequential)
+SPAN_GAP_BYTES = 16 << 10
+#: per-thread scratch of the uncached paths (a span is at most this minus two pages)
+SCRATCH_BYTES = 256 << 10
+ALIGN = 4096
 #: rows sampled by the residency probe, and the resident share above which memory maps win.
 PROBE_ROWS = 64
 RESIDENT_SHARE = 0.9
@@ -62,6 +80,89 @@ def check_out(out, n: int, row_shape: tuple, dtype: np.dtype, what: str) -> np.n
     return o
 
 
+_fadvise = types.ExternalFunction("posix_fadvise", types.intc(types.intc, types.int64,
+                                                               types.int64, types.intc))
+
+
+@numba.njit(nogil=True, cache=True)
+def plan_spans(rows, row_bytes, max_gap_bytes, max_span_bytes):
+    """Spans of sorted unique ``rows`` read as one I/O each: ``first`` (length spans + 1),
+    span ``s`` being ``rows[first[s]:first[s + 1]]``. Rows join a span while the gap to the
+    previous row is at most ``max_gap_bytes`` and the span stays within ``max_span_bytes``."""
+    n = rows.shape[0]
+    first = np.empty(n + 1, np.int64)
+    k = 0
+    i = 0
+    while i < n:
+        j = i + 1
+        while (j < n and (rows[j] - rows[j - 1] - 1) * row_bytes <= max_gap_bytes
+               and (rows[j] - rows[i] + 1) * row_bytes <= max_span_bytes):
+            j += 1
+        first[k] = i
+        k += 1
+        i = j
+    first[k] = n
+    return first[:k + 1]
+
+
+@numba.njit(nogil=True, cache=True)
+def read_spans(fd, row_bytes, rows, dstpos, first, lo, hi, dst_addr, scratch_addr, align,
+               dontneed):
+    """Read spans ``lo..hi`` (aligned to ``align`` bytes, whole) into the scratch and copy row
+    ``rows[r]`` to ``dst_addr + dstpos[r] * row_bytes``. With ``dontneed`` the span's pages
+    are dropped from the page cache afterwards. Returns -1, or the failing span."""
+    for s in range(lo, hi):
+        i = first[s]
+        j = first[s + 1]
+        off = rows[i] * row_bytes
+        end = (rows[j - 1] + 1) * row_bytes
+        a0 = off // align * align
+        a1 = (end + align - 1) // align * align
+        got = 0
+        tries = 0
+        while a0 + got < end:
+            r = _pread(fd, scratch_addr + got, a1 - a0 - got, a0 + got)
+            if r <= 0:
+                tries += 1
+                if r == 0 or tries > 8:  # EOF (truncated file) or a persistent error
+                    return s
+                continue
+            got += r
+        for q in range(i, j):
+            _memcpy(dst_addr + dstpos[q] * row_bytes, scratch_addr + rows[q] * row_bytes - a0,
+                    row_bytes)
+        if dontneed:
+            _fadvise(fd, a0, a1 - a0, 4)  # POSIX_FADV_DONTNEED
+    return -1
+
+
+@numba.njit(nogil=True, cache=True)
+def copy_within(addr, row_bytes, src_pos, dst_pos):
+    """Row ``dst_pos[i]`` = row ``src_pos[i]`` of one array (duplicated ids)."""
+    for i in range(src_pos.shape[0]):
+        _memcpy(addr + dst_pos[i] * row_bytes, addr + src_pos[i] * row_bytes, row_bytes)
+
+
+_pread = K._pread
+_memcpy = K._memcpy
+
+
+def sort_unique(ids: np.ndarray):
+    """``(rows, dstpos, dup_src, dup_dst)``: the sorted unique ids, the position in ``ids`` of
+    each one's first occurrence, and the (source, destination) positions that repeat one."""
+    order = np.argsort(ids, kind="stable")
+    s = ids[order]
+    if s.size < 2 or not bool(np.any(s[1:] == s[:-1])):
+        return s, order, None, None
+    flag = np.empty(s.size, bool)
+    flag[0] = True
+    np.not_equal(s[1:], s[:-1], out=flag[1:])
+    firsts = np.flatnonzero(flag)
+    group = np.cumsum(flag) - 1
+    dups = np.flatnonzero(~flag)
+    return s[firsts], order[firsts], order[firsts[group[dups]]], order[dups]
+
+
 class LocalRows:
     """Rows of a local uncompressed single-shard file."""
 
@@ -73,8 +174,13 @@ class LocalRows:
         self._pool_pid = -1
         self._lock = threading.Lock()
         self._fd = -1
+        self._dfd = -2  # O_DIRECT handle: -2 not opened yet, -1 unsupported here
+        self._scratch = threading.local()
         self._mm = None
         self._map = None
+        #: reads issued and bytes read by the uncached paths since the array was opened
+        self.reads = 0
+        self.bytes_read = 0
         if layout.shape[0]:
             self._open()
 
@@ -120,6 +226,8 @@ class LocalRows:
         if read_path == "mmap":
             K.copy_rows(self._map, ids, out)
             return "mmap"
+        if read_path in UNCACHED_PATHS:
+            return self.read_uncached(ids, out, read_path)
         rows, inv = np.unique(ids, return_inverse=True)
         direct = rows.size == ids.size and bool(np.all(inv == np.arange(ids.size)))
         stage = out if direct else np.empty((rows.size,) + self.layout.shape[1:], out.dtype)
@@ -160,6 +268,105 @@ class LocalRows:
             raise CorruptStoreError(f"Expected {want} bytes at offset {int(start[k]) * rb} of "
                                     f"{self.path}. Got {got} instead (file truncated?).")
 
+    # -- reads that leave nothing in the page cache ----------------------------------------
+    def _direct_fd(self) -> int:
+        with self._lock:
+            if self._dfd == -2:
+                try:
+                    self._dfd = os.open(self.path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+                except OSError as e:  # tmpfs and some network file systems refuse O_DIRECT
+                    log.info("O_DIRECT refused for %s (%s): reading with POSIX_FADV_DONTNEED",
+                             self.path, e)
+                    self._dfd = -1
+            return self._dfd
+
+    def _scratch_addr(self) -> int:
+        """This thread's page-aligned scratch (kept per thread, for the pool's threads)."""
+        need = max(SCRATCH_BYTES, self.layout.row_bytes + 2 * ALIGN)
+        buf = getattr(self._scratch, "buf", None)
+        if buf is None or buf.nbytes < need + ALIGN:
+            buf = self._scratch.buf = np.empty(need + ALIGN, np.uint8)
+        a = buf.ctypes.data
+        return a + (-a) % ALIGN
+
+    def scratch_bytes(self) -> int:
+        """Memory the uncached paths hold: one scratch per reader thread."""
+        return (self.io_threads + 1) * (max(SCRATCH_BYTES, self.layout.row_bytes + 2 * ALIGN)
+                                        + ALIGN)
+
+    def read_uncached(self, ids: np.ndarray, out: np.ndarray, read_path: str = "direct",
+                      at: np.ndarray | None = None) -> str:
+        """Fill ``out`` with rows ``ids`` read around the page cache (see the module doc):
+        sorted, deduplicated, merged into spans, read at up to ``io_threads`` in flight and
+        copied straight to their places in ``out`` (row ``ids[i]`` to ``out[i]``, or to
+        ``out[at[i]]`` when ``at`` is given: a cache's misses go straight into the batch)."""
+        if ids.size == 0:
+            return "none"
+        rows, dstpos, dup_src, dup_dst = sort_unique(ids.astype(np.int64, copy=False))
+        if at is not None:
+            at = at.astype(np.int64, copy=False)
+            dstpos = at[dstpos]
+            if dup_src is not None:
+                dup_src, dup_dst = at[dup_src], at[dup_dst]
+        fd = self._direct_fd() if read_path == "direct" else -1
+        dontneed = fd < 0
+        if dontneed:
+            fd, align, path = self._fd, 1, "dontneed"
+        else:
+            align, path = ALIGN, "direct"
+        rb = self.layout.row_bytes
+        span = max(SCRATCH_BYTES, rb + 2 * ALIGN) - 2 * ALIGN
+        first = plan_spans(rows, rb, SPAN_GAP_BYTES, span)
+        nspan = first.shape[0] - 1
+        addr = out.ctypes.data
+
+        def run(lo, hi):
+            return read_spans(fd, rb, rows, dstpos, first, lo, hi, addr, self._scratch_addr(),
+                              align, dontneed)
+
+        tasks = min(nspan, self.io_threads * 4)
+        if tasks <= 1:
+            results = [run(0, nspan)]
+        else:
+            bounds = np.linspace(0, nspan, tasks + 1).astype(np.int64)
+            pool = self._executor()
+            futs = [pool.submit(run, int(bounds[i]), int(bounds[i + 1]))
+                    for i in range(tasks) if bounds[i] < bounds[i + 1]]
+            results = [f.result() for f in futs]
+        self.reads += nspan
+        self.bytes_read += _span_bytes(rows, first, rb, align)
+        bad = [r for r in results if r >= 0]
+        if bad:
+            s0 = bad[0]
+            off = int(rows[first[s0]]) * rb
+            raise CorruptStoreError(f"Could not read the rows at offset {off} of {self.path} "
+                                    f"(file truncated, or a read error).")
+        if dup_src is not None:
+            copy_within(addr, rb, dup_src, dup_dst)
+        return path
+
+    def read_all(self, out: np.ndarray | None = None, block_bytes: int = 16 << 20) -> np.ndarray:
+        """The whole array read into (anonymous) memory, its pages dropped from the page cache
+        as it goes: a resident copy that costs the page cache nothing."""
+        lay = self.layout
+        if out is None:
+            out = np.empty(lay.shape, lay.dtype)
+        nbytes = int(np.prod(lay.shape, dtype=np.int64)) * lay.dtype.itemsize
+        view = memoryview(out.reshape(-1).view(np.uint8))
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            off = 0
+            while off < nbytes:
+                n = os.preadv(fd, [view[off:off + min(block_bytes, nbytes - off)]], off)
+                if n <= 0:
+                    raise CorruptStoreError(f"Expected {nbytes} bytes in {self.path}. "
+                                            f"The file ends at {off}.")
+                os.posix_fadvise(fd, off, n, os.POSIX_FADV_DONTNEED)
+                off += n
+        finally:
+            os.close(fd)
+        return out
+
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None or self._pool_pid != os.getpid():  # threads do not survive fork
@@ -172,6 +379,9 @@ class LocalRows:
             self._pool.shutdown(wait=True)
         self._pool = None
         self._map = None
+        if self._dfd >= 0:
+            os.close(self._dfd)
+        self._dfd = -2
         if self._mm is not None:
             try:
                 self._mm.close()
@@ -181,6 +391,12 @@ class LocalRows:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _span_bytes(rows, first, row_bytes, align) -> int:
+    lo = rows[first[:-1]] * row_bytes
+    hi = (rows[first[1:] - 1] + 1) * row_bytes
+    return int(np.sum((hi + align - 1) // align * align - lo // align * align))
 
 
 class ZarrRows:

@@ -9,6 +9,8 @@ allocated (and pinned) once.
 from __future__ import annotations
 
 import threading
+import time
+from typing import Callable
 
 import torch
 
@@ -28,29 +30,50 @@ def _in_use(buf: torch.Tensor) -> bool:
 class BufferPool:
     """Buffers of one dtype and row shape; :meth:`take` returns a ``(n,) + row_shape`` view."""
 
-    def __init__(self, dtype: torch.dtype, row_shape: tuple, *, pin: bool, max_buffers: int = 8):
+    def __init__(self, dtype: torch.dtype, row_shape: tuple, *, pin: bool, max_buffers: int = 8,
+                 rows: int = 0):
         self.dtype, self.row_shape, self.pin = dtype, tuple(row_shape), pin
         self.max_buffers = max_buffers
+        self.rows = int(rows)  # planned rows per buffer (a budget's plan); 0: as needed
         self._bufs: list[torch.Tensor] = []
         self._lock = threading.Lock()
         self.allocations = 0
+        self.overflows = 0  # buffers made past max_buffers because the caller held them all
 
-    def take(self, n: int) -> torch.Tensor:
-        with self._lock:
-            free = [b for b in self._bufs if not _in_use(b)]
-            fit = [b for b in free if b.shape[0] >= n]
-            if fit:
-                buf = min(fit, key=lambda b: b.shape[0])
-            else:  # free buffers too small for this batch are dropped, not hoarded
-                gone = {id(b) for b in free}  # by identity: == on tensors compares values
-                self._bufs = [b for b in self._bufs if id(b) not in gone]
-                free = fit = None  # drop our references too
-                cap = max(int(n * 1.1), 1024)
-                buf = torch.empty((cap,) + self.row_shape, dtype=self.dtype, pin_memory=self.pin)
-                self.allocations += 1
-                if _use_count is not None and len(self._bufs) < self.max_buffers:
-                    self._bufs.append(buf)
-            return buf[:n]
+    def take(self, n: int, wait: Callable[[], bool] | None = None) -> torch.Tensor:
+        """A ``(n,) + row_shape`` buffer nothing else refers to.
+
+        With ``wait`` (a budgeted loader), at most ``max_buffers`` buffers exist: while all
+        are in use and ``wait()`` is true, this waits for one to come free; when ``wait()``
+        says waiting cannot help (the training loop itself holds them all), a buffer is made
+        past the limit and counted in :attr:`overflows`.
+        """
+        while True:
+            with self._lock:
+                free = [b for b in self._bufs if not _in_use(b)]
+                fit = [b for b in free if b.shape[0] >= n]
+                if fit:
+                    return min(fit, key=lambda b: b.shape[0])[:n]
+                full = len(self._bufs) - len(free) >= self.max_buffers
+                if wait is None or not full or _use_count is None:
+                    return self._new(n, free)
+                free = fit = None
+                if not wait():
+                    self.overflows += 1
+                    return self._new(n, [], keep=False)
+            time.sleep(0.0005)
+
+    def _new(self, n: int, free: list, keep: bool = True) -> torch.Tensor:
+        # free buffers too small for this batch are dropped, not hoarded
+        gone = {id(b) for b in free}  # by identity: == on tensors compares values
+        self._bufs = [b for b in self._bufs if id(b) not in gone]
+        free.clear()  # drop our references too
+        cap = max(n, self.rows) if self.rows else max(int(n * 1.1), 1024)
+        buf = torch.empty((cap,) + self.row_shape, dtype=self.dtype, pin_memory=self.pin)
+        self.allocations += 1
+        if keep and _use_count is not None and len(self._bufs) < self.max_buffers:
+            self._bufs.append(buf)
+        return buf[:n]
 
     def clear(self) -> None:
         with self._lock:

@@ -28,7 +28,9 @@ import numpy as np
 import torch
 
 from ._buffers import BufferPool, StagingRing
-from .sampler import MiniBatch, NeighborSampler, SampledSubgraph
+from .budget import LoaderPlan, available_memory, parse_size, plan_loader
+from .cache import POLICIES, FeatureCache, degree_counts, presample_counts, rank_rows
+from .sampler import CSCGraph, MiniBatch, NeighborSampler, SampledSubgraph
 
 __all__ = ["NeighborLoader", "LoaderStats", "resolve_input_nodes"]
 
@@ -81,20 +83,45 @@ class LoaderStats:
 
     ``wait`` is the time the training loop blocked in ``next()``: the share of a training
     step spent waiting on data is ``wait / (time of the loop)``.
+
+    With a memory budget whose features do not fit (``loader.plan.fits`` false), rows come
+    through the feature cache: ``hits`` (rows served by the hot tier), ``misses`` (rows read
+    from the store), ``reads`` (I/O requests issued for them, after merging neighbouring rows)
+    and ``bytes_read``. ``overflows`` counts batch buffers made past the plan because the
+    training loop held every planned one while asking for the next batch.
     """
 
     batches: int = 0
     sample: float = 0.0
     gather: float = 0.0
     wait: float = 0.0
+    hits: int = 0
+    misses: int = 0
+    reads: int = 0
+    bytes_read: int = 0
+    overflows: int = 0
 
     def reset(self) -> None:
         self.batches, self.sample, self.gather, self.wait = 0, 0.0, 0.0, 0.0
+        self.hits = self.misses = self.reads = self.bytes_read = self.overflows = 0
 
     def per_batch_ms(self) -> dict[str, float]:
         n = max(self.batches, 1)
         return {k: round(1e3 * getattr(self, k) / n, 2)
                 for k in ("sample", "gather", "wait")}
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / max(self.hits + self.misses, 1)
+
+    def per_batch(self) -> dict[str, float]:
+        """Stage milliseconds and cache counters per batch, and the hit rate."""
+        n = max(self.batches, 1)
+        out = self.per_batch_ms()
+        out.update(hits=round(self.hits / n), misses=round(self.misses / n),
+                   reads=round(self.reads / n), mb_read=round(self.bytes_read / n / 1e6, 2),
+                   hit_rate=round(self.hit_rate, 4))
+        return out
 
 
 @dataclass
@@ -202,8 +229,29 @@ class NeighborLoader:
         bounded however large a batch is; on the CPU the chunks bound the reader's scratch
         memory.
     topology
-        ``"mmap"`` (default: the store's CSC arrays memory-mapped) or ``"memory"`` (copied
-        into the process, for tight memory budgets where feature reads would evict them).
+        ``"mmap"`` (the store's CSC arrays memory-mapped) or ``"memory"`` (copied into the
+        process, for tight memory budgets where feature reads would evict them). Default:
+        memory-mapped, unless the budget's plan says the features do not fit.
+    memory
+        The loader's memory budget in bytes or as text (``"1.5GiB"``); default: what the
+        process may still use (:func:`loaders.budget.available_memory`: its cgroup limit,
+        else 80% of physical memory, less what it holds). The loader plans every byte in it
+        (:attr:`plan`). When the features do not fit, the topology is held resident, a hot
+        tier of rows fills what is left, and missed rows are read around the page cache
+        (``O_DIRECT``) so they evict nothing.
+    cache
+        How the hot tier is chosen when the features do not fit: ``"presample"`` (a
+        sampling-only pass over an epoch's batches counts each row's accesses),
+        ``"degree"`` (how often a node is a neighbour), ``"auto"`` (default: presample) or
+        ``None`` (no cache: every row is read from the store).
+    batches_in_flight
+        Batch buffers the plan holds (host memory, CPU output): 2 (default) lets the next
+        batch be gathered while the training loop holds the current one; 1 suits a loop
+        that drops each batch before asking for the next (``del batch``), and saves a
+        batch's worth of memory for the cache. Ignored without a plan or with CUDA
+        (rows then go through the staging buffers).
+    presample_epochs
+        Epochs of batches the ``"presample"`` pass samples (1).
     rank, world_size
         Data-parallel training (DDP): every rank shuffles the inputs alike (same ``seed``)
         and takes its own contiguous share of ``len(inputs) // world_size`` of them, so the
@@ -221,8 +269,10 @@ class NeighborLoader:
                  shuffle: bool = False, drop_last: bool = False, seed: int = 0,
                  output: str = "raw", device=None, prefetch: int = 2,
                  num_threads: int | None = None, replace: bool = False, feature: str = "feat",
-                 labels: bool = True, staging_bytes: int = 64 << 20, topology: str = "mmap",
-                 rank: int = 0, world_size: int = 1):
+                 labels: bool = True, staging_bytes: int = 64 << 20, topology: str | None = None,
+                 rank: int = 0, world_size: int = 1, memory: int | str | None = None,
+                 cache: str | None = "auto", batches_in_flight: int = 2,
+                 presample_epochs: int = 1):
         if output not in OUTPUTS:
             raise ValueError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
         if not 0 <= rank < world_size:
@@ -232,10 +282,17 @@ class NeighborLoader:
         if batch_size < 1 or prefetch < 1:
             raise ValueError(f"Expected batch_size >= 1 and prefetch >= 1. "
                              f"Got {batch_size} and {prefetch} instead.")
+        if cache not in (None, "auto") + POLICIES:
+            raise ValueError(f"Expected cache in {(None, 'auto') + POLICIES}. Got {cache!r} instead.")
+        if topology not in (None, "mmap", "memory"):
+            raise ValueError(f"Expected topology None, 'mmap' or 'memory'. Got {topology!r} instead.")
+        if batches_in_flight < 1:
+            raise ValueError(f"Expected batches_in_flight >= 1. Got {batches_in_flight} instead.")
         self.store = store
         self.seed_type, self.input_nodes = resolve_input_nodes(store, input_nodes)
+        self._num_neighbors, self._replace = num_neighbors, replace
         self.sampler = NeighborSampler(store, num_neighbors, replace=replace,
-                                       num_threads=num_threads, topology=topology)
+                                       num_threads=num_threads, topology=topology or "mmap")
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last
         self.seed, self.output, self.prefetch = int(seed), output, int(prefetch)
         self.num_threads = num_threads
@@ -246,13 +303,23 @@ class NeighborLoader:
                          if feature in store.feature_names(t)}
         self._labels = (store.labels(self.seed_type)
                         if labels and "label" in store.value_names(self.seed_type) else None)
-        self._pools = {t: BufferPool(_torch_dtype(f.dtype), f.shape[1:], pin=self.pin)
-                       for t, f in self.features.items()}
         self._chunked = False  # tests set it to run the device path's chunking on the CPU
         self._staging = StagingRing(staging_bytes, pin=self.pin)
         self._convert = self._converter(output)
         self.epoch = 0
         self.stats = LoaderStats()
+        #: the memory plan (:class:`~loaders.budget.LoaderPlan`); ``print(loader.plan)``
+        self.plan: LoaderPlan | None = None
+        #: feature caches per node type, when the plan has the features not fit
+        self.caches: dict[str, FeatureCache] = {}
+        self._in_flight = int(batches_in_flight)
+        self._plan(memory, cache, topology, staging_bytes, presample_epochs)
+        planned = self.plan is not None and not self.plan.fits
+        self._pools = {t: BufferPool(_torch_dtype(f.dtype), f.shape[1:], pin=self.pin,
+                                     max_buffers=self._in_flight if planned else 8,
+                                     rows=self.plan.batch_rows.get(t, 0) if planned else 0)
+                       for t, f in self.features.items()}
+        self._budgeted = planned
 
     # -- public --------------------------------------------------------------------------
     def _share(self) -> int:
@@ -282,16 +349,147 @@ class NeighborLoader:
         return [pos[i:i + self.batch_size] for i in range(0, len(self) * self.batch_size,
                                                               self.batch_size)]
 
+    # -- the memory plan -----------------------------------------------------------------
+    def _plan(self, memory, cache, topology, staging_bytes, presample_epochs) -> None:
+        """Make :attr:`plan`; when the features do not fit, hold the topology resident and
+        build the feature caches (see :mod:`loaders.budget`)."""
+        if memory is None and cache is None:
+            return  # no budget asked and no cache wanted: the page cache decides, as before
+        if memory is None:
+            budget, source = available_memory(), "available to this process (cgroup or RAM)"
+        else:
+            budget, source = parse_size(memory), "memory= argument"
+        policy = None if cache is None else ("presample" if cache == "auto" else cache)
+        store, g = self.store, self.sampler.graph
+        rb = {t: f.row_bytes for t, f in self.features.items()}
+        nrows = {t: f.shape[0] for t, f in self.features.items()}
+        topo_bytes = sum(p.nbytes + i.nbytes for p, i in g.csc.values())
+        cuda = self.device.type == "cuda"
+        io = max([getattr(f._rows, "io_threads", 0) for f in self.features.values()] + [0])
+        scratch = sum(f._rows.scratch_bytes() for f in self.features.values()
+                      if hasattr(f._rows, "scratch_bytes"))
+        scratch += 2 * staging_bytes if cuda else 0
+        in_flight = 0 if cuda else self._in_flight
+        common = dict(budget=budget, budget_source=source, feature_row_bytes=rb,
+                      feature_rows=nrows, topology_bytes=topo_bytes, num_nodes=dict(g.num_nodes),
+                      batches_in_flight=in_flight, subgraphs_in_flight=self.prefetch + 3,
+                      io_threads=io, scratch_bytes=scratch, topology=topology, cache=policy)
+        # first a bound without sampling: every type at its most rows per batch
+        mult, fan = 1, self.sampler.fanouts
+        for layer in range(fan.num_layers):
+            mult *= 1 + max(max(abs(v[layer]) if v[layer] >= 0 else 10**9 for v in fan.per_etype.values()), 0)
+        bound = {t: min(n, self.batch_size * mult) for t, n in g.num_nodes.items() if t in rb}
+        edges_bound = self.batch_size * mult * max(len(g.edge_types), 1)
+        plan = plan_loader(batch_rows=bound, edges_per_batch=edges_bound, **common)
+        if not plan.fits:  # measure a few batches for the real numbers
+            rows, edges, k = self._measure_batches()
+            plan = plan_loader(batch_rows=rows, edges_per_batch=edges, sampled_batches=k,
+                               **common)
+        self.plan = plan
+        if plan.fits:
+            return
+        if plan.topology == "memory" and topology is None:
+            self._resident_topology()
+        if policy is not None and plan.cache_rows:
+            t0 = time.perf_counter()
+            counts = self._rank_counts(policy, presample_epochs, plan.cache_rows)
+            plan.notes.append(f"{policy} ranking took {time.perf_counter() - t0:.1f} s")
+            t0 = time.perf_counter()
+            for t, n in plan.cache_rows.items():
+                deg = counts.pop(t)
+                tb = None
+                if policy == "presample":  # degree breaks ties, counts rank first
+                    tb = deg[1]
+                    deg = deg[0]
+                ids = rank_rows(deg, n, tb)
+                del deg, tb
+                self.caches[t] = FeatureCache(self.features[t], ids, pin=self.pin,
+                                              read_path=plan.read_path)
+            plan.notes.append(f"cache filled in {time.perf_counter() - t0:.1f} s")
+        for t, f in self.features.items():  # types without a hot tier: read around the cache
+            if t not in self.caches:
+                self.caches[t] = FeatureCache(f, np.empty(0, np.int64), pin=self.pin,
+                                              read_path=plan.read_path)
+
+    def _measure_batches(self, k: int = 4) -> tuple[dict[str, int], int, int]:
+        """Most distinct rows per type and most edges over ``k`` batches of epoch 0."""
+        order = self.batch_order(0)
+        pick = np.linspace(0, len(order) - 1, min(k, len(order))).astype(int) if order else []
+        rows = {t: 0 for t in self.features}
+        edges = 0
+        for j in sorted(set(int(i) for i in pick)):
+            sub = self._sample(0, j, order[j])
+            for t in rows:
+                rows[t] = max(rows[t], int(sub.node[t].shape[0]))
+            edges = max(edges, sub.num_edges)
+        return rows, edges, len(pick)
+
+    def _resident_topology(self) -> None:
+        """Copy the CSC arrays into the process, reading around the page cache."""
+        from featurestore import format as fmt
+        from featurestore.gather import LocalRows
+
+        store, g = self.store, self.sampler.graph
+        csc = {}
+        for et, (p, i) in g.csc.items():
+            arrs = []
+            for name, a in (("indptr", p), ("indices", i)):
+                rows = store._rows(fmt.edge_key(et, name)) if hasattr(store, "_rows") else None
+                arrs.append(rows.read_all() if isinstance(rows, LocalRows) else np.array(a))
+            csc[et] = tuple(arrs)
+        graph = CSCGraph(dict(g.num_nodes), csc)
+        self.sampler = NeighborSampler(graph, self._num_neighbors, replace=self._replace,
+                                       num_threads=self.num_threads)
+
+    def _rank_counts(self, policy, epochs, cache_rows) -> dict:
+        """Per type: degree counts, or (presampled counts, degree counts)."""
+        ntypes = list(cache_rows)
+        deg = {t: degree_counts(self.store, t) for t in ntypes}
+        if policy == "degree":
+            return deg
+        counts = {t: np.zeros(self.features[t].shape[0], np.int64) for t in ntypes}
+        nn = dict(self.sampler.graph.num_nodes)
+        for e in range(max(1, int(epochs))):
+            order = self.batch_order(e)
+            c = presample_counts(self.sampler, [self.input_nodes[p] for p in order],
+                                 self.seed_type, ntypes, seed=self.seed, epoch=e, num_nodes=nn)
+            for t in ntypes:
+                counts[t] += c[t]
+        return {t: (counts[t], deg[t]) for t in ntypes}
+
     # -- stages --------------------------------------------------------------------------
     def _sample(self, epoch: int, k: int, pos: np.ndarray) -> SampledSubgraph:
         return self.sampler.sample(self.input_nodes[pos], self.seed_type, seed=self.seed,
                                    epoch=epoch, batch=k, input_id=pos)
 
-    def _gather(self, sub: SampledSubgraph) -> MiniBatch:
+    def _cached_gather(self, t: str, ids: np.ndarray, out) -> None:
+        c = self.caches[t]
+        s0 = (c.stats.hits, c.stats.misses, c.stats.reads, c.stats.bytes_read)
+        c.gather(ids, out=out)
+        st = self.stats
+        st.hits += c.stats.hits - s0[0]
+        st.misses += c.stats.misses - s0[1]
+        st.reads += c.stats.reads - s0[2]
+        st.bytes_read += c.stats.bytes_read - s0[3]
+
+    def _gather(self, sub: SampledSubgraph, wait=None) -> MiniBatch:
         x = {}
         for t, f in self.features.items():
             ids = sub.node[t]
-            buf = self._pools[t].take(ids.shape[0])
+            pool = self._pools[t]
+            o0 = pool.overflows
+            buf = pool.take(ids.shape[0], wait if self._budgeted else None)
+            if pool.overflows != o0:
+                self.stats.overflows += 1
+                if self.stats.overflows == 1:
+                    log.warning("the training loop holds every one of the plan's %d batch "
+                                "buffers while asking for the next batch: one more made past "
+                                "the memory plan (drop each batch before the next, or use "
+                                "batches_in_flight=2)", pool.max_buffers)
+            if t in self.caches:  # reads need no staging: misses land in their rows
+                self._cached_gather(t, ids, buf)
+                x[t] = buf
+                continue
             step = max(1, self._staging.chunk_bytes // max(1, f.row_bytes))
             for lo in range(0, ids.shape[0], step):  # chunks bound the reader's scratch memory
                 f.gather(ids[lo:lo + step], out=buf[lo:lo + step])
@@ -320,7 +518,10 @@ class NeighborLoader:
             for lo in range(0, n, step):
                 hi = min(n, lo + step)
                 buf = ring.next(hi - lo, out.dtype, f.shape[1:])
-                f.gather(ids[lo:hi], out=buf)
+                if t in self.caches:
+                    self._cached_gather(t, ids[lo:hi], buf)
+                else:
+                    f.gather(ids[lo:hi], out=buf)
                 with _on(stream):
                     out[lo:hi].copy_(buf, non_blocking=stream is not None)
                     ring.record(stream)
@@ -360,6 +561,25 @@ class _Pipeline:
         self.stop = threading.Event()
         self.threads: list[threading.Thread] = []
         self.cuda = loader.device.type == "cuda"
+        self.consumer_waiting = False
+        self.wait_seq = 0
+        self._suspect: tuple[int, float] | None = None
+        self.q_out: queue.Queue | None = None
+
+    def may_wait(self) -> bool:
+        """Whether the gather stage may wait for a batch buffer: not when the pipeline stops,
+        nor when the training loop has waited on an empty queue for 20 ms in one ``next()``
+        call (then it holds the buffers itself, and waiting cannot end)."""
+        if self.stop.is_set():
+            return False
+        if not (self.consumer_waiting and self.q_out is not None and self.q_out.empty()):
+            self._suspect = None
+            return True
+        now = time.perf_counter()
+        if self._suspect is None or self._suspect[0] != self.wait_seq:
+            self._suspect = (self.wait_seq, now)
+            return True
+        return now - self._suspect[1] < 0.02
 
     # a put that gives up when the pipeline stops
     def _put(self, q: queue.Queue, item) -> bool:
@@ -422,7 +642,7 @@ class _Pipeline:
         ld = self.loader
         order = ld.batch_order(self.epoch)
         q_sample = queue.Queue(ld.prefetch)
-        q_out = queue.Queue(ld.prefetch)
+        q_out = self.q_out = queue.Queue(ld.prefetch)
 
         def sample_all():
             for k, pos in enumerate(order):
@@ -433,14 +653,18 @@ class _Pipeline:
             stream = torch.cuda.Stream(ld.device) if self.cuda else None
             self._stage("gather", q_sample, q_out, lambda sub: ld._gather_to_device(sub, stream))
         else:
-            self._stage("gather", q_sample, q_out, lambda sub: ld._convert(ld._gather(sub)))
+            self._stage("gather", q_sample, q_out,
+                        lambda sub: ld._convert(ld._gather(sub, self.may_wait)))
         try:
             for t in self.threads:
                 t.start()
             stats = ld.stats
             while True:
                 t = time.perf_counter()
+                self.wait_seq += 1
+                self.consumer_waiting = True
                 item = self._get(q_out)
+                self.consumer_waiting = False
                 stats.wait += time.perf_counter() - t
                 if item is _DONE:
                     return
@@ -450,7 +674,8 @@ class _Pipeline:
                 stats.batches += 1
                 if isinstance(item, _Ready):
                     item = item.deliver()
-                yield item
+                box, item = [item], None
+                yield box.pop()  # this frame keeps no reference: the loop owns the batch
         finally:
             self.close()
 

@@ -1,0 +1,237 @@
+"""A tiered feature cache: a static hot tier of rows in (pinned) host memory, the store below.
+
+The hot tier is one contiguous array of the ``K`` rows most likely to be needed plus an
+``int32`` position map with one entry per node (``-1`` = not cached), so a lookup is one load
+per id. Which rows: :func:`presample_counts` runs the sampler alone over an epoch's batches
+and counts how often each row is needed (:func:`rank_rows` takes the top ``K``, degree breaking
+ties); :func:`degree_counts` is the cheap fallback (how often a node is someone's neighbour).
+
+A gather (:meth:`FeatureCache.gather`) splits the ids with a numba kernel: hits are copied
+from the hot tier in parallel, misses are read from the store, sorted, deduplicated and merged
+into spans, at ``io_threads`` reads in flight, straight into their rows of the output
+(``LocalRows.read_uncached``: ``O_DIRECT`` by default, so a capped process's page cache is
+not filled with rows it will not keep).
+
+Tiers above this one (a GPU tier) need only :meth:`HotTier.lookup`: positions of the ids in
+the tier, ``-1`` for a miss; a tier fills the hits it holds and passes the misses down.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from featurestore._kernels import _memcpy
+from featurestore.gather import LocalRows, check_ids
+
+__all__ = ["HotTier", "FeatureCache", "CacheStats", "presample_counts", "degree_counts",
+           "rank_rows", "count_rows", "POLICIES"]
+
+log = logging.getLogger(__name__)
+
+POLICIES = ("presample", "degree")
+#: below this many ids the split runs on the calling thread only
+_PARALLEL_MIN = 1 << 14
+
+
+# -- kernels ---------------------------------------------------------------------------------
+@numba.njit(nogil=True, cache=True)
+def count_rows(ids, counts):
+    """``counts[ids[i]] += 1`` for every ``i`` (serial: no lost updates)."""
+    for i in range(ids.shape[0]):
+        counts[ids[i]] += 1
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _split_one(ids, pos, hot_addr, row_bytes, out_addr, miss, i):
+    p = pos[ids[i]]
+    if p >= 0:
+        _memcpy(out_addr + i * row_bytes, hot_addr + np.int64(p) * row_bytes, row_bytes)
+        miss[i] = False
+    else:
+        miss[i] = True
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _split_par(ids, pos, hot_addr, row_bytes, out_addr, miss):
+    for i in numba.prange(ids.shape[0]):
+        _split_one(ids, pos, hot_addr, row_bytes, out_addr, miss, i)
+
+
+@numba.njit(nogil=True, cache=True)
+def _split_ser(ids, pos, hot_addr, row_bytes, out_addr, miss):
+    for i in range(ids.shape[0]):
+        _split_one(ids, pos, hot_addr, row_bytes, out_addr, miss, i)
+
+
+@numba.njit(nogil=True, cache=True)
+def _lookup(ids, pos, out):
+    for i in range(ids.shape[0]):
+        out[i] = pos[ids[i]]
+
+
+# -- ranking ---------------------------------------------------------------------------------
+def degree_counts(store, ntype: str) -> np.ndarray:
+    """How often each node of ``ntype`` is a neighbour (its count in the CSC ``indices`` of
+    every edge type with source ``ntype``): the degree ranking of the rows."""
+    counts = np.zeros(store.num_nodes(ntype), np.int64)
+    for et in store.edge_types:
+        if et.src != ntype:
+            continue
+        _, indices = store.csc(et)
+        step = 1 << 24
+        for lo in range(0, indices.shape[0], step):
+            count_rows(np.asarray(indices[lo:lo + step]), counts)
+    return counts
+
+
+def presample_counts(sampler, batches, seed_type: str, ntypes, *, seed: int = 0,
+                     epoch: int = 0, num_nodes: dict[str, int]) -> dict[str, np.ndarray]:
+    """Row accesses per node type over ``batches`` (seed id arrays, batch ``k`` sampled as the
+    loader would: ``(seed, epoch, k)``), counted by the sampler alone (no features read)."""
+    counts = {t: np.zeros(num_nodes[t], np.int64) for t in ntypes}
+    for k, seeds in enumerate(batches):
+        sub = sampler.sample(seeds, seed_type, seed=seed, epoch=epoch, batch=k)
+        for t in ntypes:
+            count_rows(sub.node[t], counts[t])
+    return counts
+
+
+def rank_rows(counts: np.ndarray, k: int, tiebreak: np.ndarray | None = None) -> np.ndarray:
+    """The ``k`` rows with the largest ``counts`` (ties: larger ``tiebreak``, then smaller id),
+    sorted by id."""
+    n = counts.shape[0]
+    k = int(min(max(k, 0), n))
+    if k == 0:
+        return np.empty(0, np.int64)
+    if k == n:
+        return np.arange(n, dtype=np.int64)
+    tb = np.zeros(n, np.int64) if tiebreak is None else np.asarray(tiebreak, np.int64)
+    # lexicographic (counts desc, tiebreak desc, id asc); lexsort's last key is the primary
+    order = np.lexsort((np.arange(n), -tb, -np.asarray(counts, np.int64)))
+    return np.sort(order[:k]).astype(np.int64)
+
+
+# -- the tiers -------------------------------------------------------------------------------
+class HotTier:
+    """``K`` rows in one contiguous host array (pinned with ``pin``) and a position map."""
+
+    def __init__(self, num_rows: int, rows: np.ndarray, row_shape: tuple, dtype, *,
+                 pin: bool = False):
+        import torch
+
+        self.rows = np.asarray(rows, np.int64)
+        self.num_rows = int(num_rows)
+        self.pos = np.full(self.num_rows, -1, np.int32)
+        self.pos[self.rows] = np.arange(self.rows.shape[0], dtype=np.int32)
+        tdt = torch.from_numpy(np.empty(0, dtype)).dtype
+        self.tensor = torch.empty((self.rows.shape[0],) + tuple(row_shape), dtype=tdt,
+                                  pin_memory=pin)
+        self.data = self.tensor.numpy()
+        self.row_bytes = int(np.prod(row_shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+    def __len__(self) -> int:
+        return self.rows.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes + self.pos.nbytes
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Position of each id in this tier, ``-1`` where it is not held."""
+        out = np.empty(ids.shape[0], np.int32)
+        _lookup(np.ascontiguousarray(ids, np.int64), self.pos, out)
+        return out
+
+
+@dataclass
+class CacheStats:
+    """Counters of a :class:`FeatureCache` since it was made (or reset)."""
+
+    hits: int = 0
+    misses: int = 0
+    reads: int = 0
+    bytes_read: int = 0
+
+    def reset(self) -> None:
+        self.hits = self.misses = self.reads = self.bytes_read = 0
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / max(self.hits + self.misses, 1)
+
+
+class FeatureCache:
+    """A feature array with a static hot tier in front of it.
+
+    Parameters
+    ----------
+    feature
+        A :class:`featurestore.FeatureArray`.
+    rows
+        Ids of the rows to hold (e.g. :func:`rank_rows` of presampled counts).
+    pin
+        Pin the hot tier (CUDA hosts: copies to the GPU run asynchronously from it).
+    read_path
+        How misses are read: ``"direct"`` (``O_DIRECT``, default), ``"dontneed"`` or any
+        :meth:`~featurestore.FeatureArray.gather` read path.
+    """
+
+    def __init__(self, feature, rows, *, pin: bool = False, read_path: str = "direct"):
+        self.feature = feature
+        self.read_path = read_path
+        self.hot = HotTier(feature.shape[0], rows, feature.shape[1:], feature.dtype, pin=pin)
+        self.stats = CacheStats()
+        self._local = isinstance(feature._rows, LocalRows)
+        if len(self.hot):  # fill: one sorted pass of reads around the page cache
+            self._read(self.hot.rows, self.hot.data, None)
+            self.stats.reset()
+
+    def __repr__(self) -> str:
+        return (f"FeatureCache({self.feature.name!r}, hot rows={len(self.hot):,} "
+                f"({self.hot.data.nbytes / 2**20:.0f} MiB), read_path={self.read_path!r})")
+
+    def _read(self, ids: np.ndarray, out: np.ndarray, at: np.ndarray | None) -> None:
+        rows = self.feature._rows
+        if self._local and self.read_path in ("direct", "dontneed"):
+            r0, b0 = rows.reads, rows.bytes_read
+            rows.read_uncached(ids, out, self.read_path, at=at)
+            self.stats.reads += rows.reads - r0
+            self.stats.bytes_read += rows.bytes_read - b0
+            return
+        tmp = self.feature.gather(ids, read_path=self.read_path)
+        n = np.unique(ids).shape[0]
+        self.stats.reads += n
+        self.stats.bytes_read += n * self.feature.row_bytes
+        if at is None:
+            out[:] = tmp
+        else:
+            out[at] = tmp
+
+    def gather(self, ids, out: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``ids`` (any order, repeats allowed) into ``out`` (allocated when None)."""
+        f = self.feature
+        ids = check_ids(ids, f.shape[0], f.name).astype(np.int64, copy=False)
+        ids = np.ascontiguousarray(ids)
+        from featurestore.gather import check_out
+
+        buf = check_out(out, ids.shape[0], f.shape[1:], f.dtype, f.name)
+        n = ids.shape[0]
+        if n == 0:
+            return out if out is not None else buf
+        miss = np.empty(n, np.bool_)
+        hot = self.hot
+        if len(hot):
+            kern = _split_par if n >= _PARALLEL_MIN else _split_ser
+            kern(ids, hot.pos, hot.data.ctypes.data, hot.row_bytes, buf.ctypes.data, miss)
+            at = np.flatnonzero(miss)
+        else:
+            at = np.arange(n, dtype=np.int64)
+        self.stats.hits += n - at.shape[0]
+        self.stats.misses += at.shape[0]
+        if at.shape[0]:
+            self._read(ids[at], buf, at)
+        return out if out is not None else buf

@@ -1,0 +1,190 @@
+"""The memory budget: sizes, cgroup limits, the plan's arithmetic by hand, and a budgeted
+loader under a real memory cgroup (``memcap``) that must not be OOM-killed or exceed its plan."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from loaders.budget import (MARGIN_MIN, ROWS_HEADROOM, available_memory, cgroup_memory_limit,
+                            parse_size, plan_loader)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def memcap_path() -> str | None:
+    p = os.environ.get("FEATURESTORE_MEMCAP") or os.path.join(ROOT, "..", "shared", "tools",
+                                                              "memcap")
+    return p if os.path.exists(p) else None
+
+
+def run_capped(cap: str, code: str, timeout: int = 120) -> tuple[int, str, str]:
+    mc = memcap_path()
+    if mc is None:
+        pytest.skip("memcap not found (set FEATURESTORE_MEMCAP)")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.run([sys.executable, mc, cap, "--", sys.executable, "-c", code],
+                       capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+    if p.returncode == 3 and "no memory cgroup" in p.stderr or "cannot make" in p.stderr:
+        pytest.skip(f"memcap cannot make a cgroup here: {p.stderr.strip()[-200:]}")
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("text,want", [
+    ("1.5GiB", 3 << 29), ("512M", 512 << 20), ("2G", 2 << 30), ("3GB", 3 * 10**9),
+    ("100 MiB", 100 << 20), ("64k", 64 << 10), (12345, 12345), ("7", 7), ("1.5 gib", 3 << 29),
+])
+def test_parse_size(text, want):
+    assert parse_size(text) == want
+
+
+@pytest.mark.parametrize("bad", ["lots", "-1G", "1.5XB", -5])
+def test_parse_size_refuses(bad):
+    with pytest.raises(ValueError, match="memory size"):
+        parse_size(bad)
+
+
+def _tree(root, files: dict[str, str]):
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+
+def test_cgroup_v1_limit_is_the_tightest_ancestor(tmp_path):
+    cg = tmp_path / "cgroup"
+    _tree(cg, {"memory/memory.limit_in_bytes": str(2**63 - 4096),
+               "memory/job/memory.limit_in_bytes": str(3 << 30),
+               "memory/job/step/memory.limit_in_bytes": str(5 << 30)})
+    proc = tmp_path / "self_cgroup"
+    proc.write_text("12:cpu:/\n4:memory:/job/step\n0::/\n")
+    assert cgroup_memory_limit(str(proc), str(cg)) == 3 << 30
+    proc.write_text("4:memory:/\n")
+    assert cgroup_memory_limit(str(proc), str(cg)) is None  # the root's "no limit" value
+
+
+def test_cgroup_v2_limit(tmp_path):
+    cg = tmp_path / "cgroup"
+    _tree(cg, {"cgroup.controllers": "cpu memory", "memory.max": "max",
+               "user.slice/memory.max": "max", "user.slice/job/memory.max": str(700 << 20)})
+    proc = tmp_path / "self_cgroup"
+    proc.write_text("0::/user.slice/job\n")
+    assert cgroup_memory_limit(str(proc), str(cg)) == 700 << 20
+    proc.write_text("0::/user.slice\n")
+    assert cgroup_memory_limit(str(proc), str(cg)) is None
+    assert cgroup_memory_limit(str(tmp_path / "missing"), str(cg)) is None
+
+
+def test_plan_arithmetic_by_hand():
+    MiB = 1 << 20
+    common = dict(budget_source="test", feature_row_bytes={"p": 1536, "a": 512},
+                  feature_rows={"p": 100_000, "a": 50_000}, topology_bytes=10 * MiB,
+                  num_nodes={"p": 100_000, "a": 50_000, "i": 1000},
+                  batch_rows={"p": 10_000, "a": 2_000}, edges_per_batch=30_000,
+                  batches_in_flight=2, subgraphs_in_flight=4, scratch_bytes=3 * MiB)
+    # by hand:
+    rows_p, rows_a = 11_000, 2_200  # ceil(1.1 * rows)
+    assert ROWS_HEADROOM == 1.10 and MARGIN_MIN == 64 * MiB
+    batch = rows_p * 1536 + rows_a * 512  # 18,022,400
+    sampler = 4 * (30_000 * 40 + (rows_p + rows_a) * 8) + 2 * 4 * 151_000  # 6,430,400
+    features = 100_000 * 1536 + 50_000 * 512  # 179,200,000
+    budget = 200 * MiB
+    margin = 64 * MiB  # 5% of 200 MiB is less than the minimum
+    plan = plan_loader(budget=budget, **common)
+    assert plan.batch_rows == {"p": rows_p, "a": rows_a}
+    assert plan.batch_bytes == batch == 18_022_400
+    assert plan.sampler_bytes == sampler == 6_430_400
+    assert plan.margin == margin
+    assert plan.feature_bytes == features
+    assert not plan.fits and plan.topology == "memory" and plan.read_path == "direct"
+    left = budget - 2 * batch - sampler - 3 * MiB - margin - 10 * MiB
+    assert left == 209_715_200 - 36_044_800 - 6_430_400 - 3_145_728 - 67_108_864 - 10_485_760
+    # split by batch bytes: p gets 16,896,000 / 18,022,400 of it, a the rest
+    share_p = left * (rows_p * 1536) // batch
+    share_a = left * (rows_a * 512) // batch
+    n_p = (share_p - 4 * 100_000) // 1536
+    n_a = (share_a - 4 * 50_000) // 512
+    assert plan.cache_rows == {"p": n_p, "a": n_a}
+    assert plan.cache_bytes == n_p * 1536 + 400_000 + n_a * 512 + 200_000
+    assert plan.planned_bytes <= budget
+    assert budget - plan.planned_bytes < 1536 + 512  # all but rounding is spent
+    # the whole store fits: no cache, memory-mapped topology, the page cache serves rows
+    big = plan_loader(budget=4 << 30, **common)
+    assert big.fits and not big.cache_rows and big.topology == "mmap"
+    assert big.margin == int(0.05 * (4 << 30))
+    # too small for even the buffers: no cache and a note saying so
+    tiny = plan_loader(budget=50 * MiB, **common)
+    assert not tiny.fits and not tiny.cache_rows and "over budget" in tiny.notes[0]
+    # an explicit memory-mapped topology is not counted in the plan
+    mm = plan_loader(budget=budget, topology="mmap", **common)
+    assert mm.topology == "mmap" and mm.cache_bytes > plan.cache_bytes
+
+
+def test_available_memory_follows_the_cgroup_limit():
+    assert 0 < available_memory()
+    code = ("from loaders.budget import cgroup_memory_limit, available_memory, "
+            "process_anon_bytes as a; print(cgroup_memory_limit(), available_memory(), a())")
+    rc, out, err = run_capped("900M", code)
+    assert rc == 0, err
+    lim, avail, anon = (int(x) for x in out.split())
+    assert lim == 900 << 20
+    assert 0 <= lim - avail - anon < 16 << 20  # the limit less what the process holds
+
+
+LOADER_RUN = textwrap.dedent("""
+    import json, sys, numpy as np, torch
+    import featurestore as fs
+    from loaders import NeighborLoader
+    from loaders.budget import process_anon_bytes
+    s = fs.open_store(sys.argv[1], io_threads=16)
+    F = s.features()
+    anon0 = process_anon_bytes()
+    ld = NeighborLoader(s, num_neighbors=[10, 5], input_nodes="train", batch_size=256,
+                        shuffle=True, device="cpu")
+    rows = 0
+    for ep in range(2):
+        for k, mb in enumerate(ld):
+            ids = mb.subgraph.node["node"]
+            if k < 2:
+                ref = F.gather(ids[:500], read_path="direct")
+                assert np.array_equal(mb.x["node"][:500].numpy(), ref)
+            rows += ids.shape[0]
+            del mb
+    print("RESULT " + json.dumps(dict(anon0=anon0, plan=ld.plan.as_dict(), rows=rows,
+                                      hit_rate=ld.stats.hit_rate, overflows=ld.stats.overflows)))
+""").replace("sys.argv[1]", "STORE")
+
+
+@pytest.fixture(scope="module")
+def capped_store(tmp_path_factory):
+    """~100 MB of fp16 x 768 features on a skewed graph."""
+    from loaders.synthetic import power_law_store
+
+    return power_law_store(tmp_path_factory.mktemp("capped") / "s", num_nodes=65_536,
+                           num_edges=600_000, feat_dim=768, dtype=np.float16, num_classes=4,
+                           train_frac=0.05, seed=3)
+
+
+def test_budgeted_loader_stays_in_its_plan_under_memcap(capped_store):
+    # the runtime (python, torch, numba) holds ~200 MB; the cap leaves the loader about
+    # half of the features' 100 MB
+    code = LOADER_RUN.replace("STORE", repr(str(capped_store)))
+    rc, out, err = run_capped("330M", code, timeout=180)
+    m = re.search(r"memcap: .*peak_anon=([\d.]+)GiB .*oom_kills=(\d+)", err)
+    assert m, err[-2000:]
+    assert rc == 0 and m.group(2) == "0", err[-2000:]
+    res = json.loads(next(ln for ln in out.splitlines() if ln.startswith("RESULT "))[7:])
+    plan = res["plan"]
+    assert not plan["fits"] and plan["cache_rows"]["node"] > 0, plan
+    assert plan["topology"] == "memory" and plan["read_path"] == "direct"
+    assert res["overflows"] == 0 and res["rows"] > 0 and res["hit_rate"] > 0.2
+    peak_anon = float(m.group(1)) * (1 << 30)
+    # what the process held before the loader, plus the plan (its margin included)
+    assert peak_anon <= res["anon0"] + plan["planned_bytes"] + (8 << 20), (peak_anon, res)

@@ -1,0 +1,153 @@
+"""The feature cache and the uncached read paths: exact rows against a plain gather, the
+presample and degree rankings against NumPy references, and a budgeted loader's batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import featurestore as fs
+from loaders import NeighborLoader, NeighborSampler
+from loaders.budget import MARGIN_MIN
+from loaders.cache import (FeatureCache, count_rows, degree_counts, presample_counts,
+                           rank_rows)
+
+
+@pytest.fixture(scope="module")
+def wide_store_path(tmp_path_factory):
+    """fp16 x 768 rows (1536 bytes: most straddle a 4 KiB page), a skewed graph."""
+    from loaders.synthetic import power_law_store
+
+    return power_law_store(tmp_path_factory.mktemp("wide") / "s", num_nodes=2500,
+                           num_edges=20000, feat_dim=768, dtype=np.float16, num_classes=4,
+                           train_frac=0.3, seed=5)
+
+
+@pytest.fixture
+def wide_store(wide_store_path):
+    with fs.open_store(wide_store_path, io_threads=8) as s:
+        yield s
+
+
+def _patterns(n: int, cached: np.ndarray, rng) -> dict[str, np.ndarray]:
+    uncached = np.setdiff1d(np.arange(n), cached)
+    return {
+        "random_with_duplicates": rng.integers(0, n, 3000),
+        "empty": np.empty(0, np.int64),
+        "all_hit": rng.choice(cached, 500),
+        "all_miss": rng.permutation(uncached)[:700],
+        "sorted_dense_run": np.arange(100, 900),
+        "one_row_repeated": np.full(50, n - 1),
+        "int32_ids": rng.integers(0, n, 400).astype(np.int32),
+    }
+
+
+@pytest.mark.parametrize("policy", ["presample", "degree", "none"])
+@pytest.mark.parametrize("read_path", ["direct", "dontneed", "pread"])
+def test_cached_gather_returns_the_rows_of_a_plain_gather(wide_store, policy, read_path):
+    F = wide_store.features()
+    n = F.shape[0]
+    rng = np.random.default_rng(0)
+    if policy == "degree":
+        counts = degree_counts(wide_store, "node")
+    elif policy == "presample":
+        s = NeighborSampler(wide_store, [5, 3])
+        seeds = np.asarray(wide_store.split("train"))
+        counts = presample_counts(s, np.array_split(seeds, 4), "node", ["node"],
+                                  num_nodes={"node": n})["node"]
+    else:
+        counts = np.zeros(n, np.int64)
+    k = 0 if policy == "none" else n // 5
+    cached = rank_rows(counts, k)
+    cache = FeatureCache(F, cached, read_path=read_path)
+    assert len(cache.hot) == k
+    plain = F.numpy()
+    for name, ids in _patterns(n, cached if k else np.arange(n), rng).items():
+        got = cache.gather(ids)
+        assert np.array_equal(got, plain[np.asarray(ids, np.int64)]), name
+        out = np.full((len(ids), 768), 7, np.float16)
+        assert cache.gather(ids, out=out) is out
+        assert np.array_equal(out, plain[np.asarray(ids, np.int64)]), name
+    cache.stats.reset()
+    ids = rng.integers(0, n, 1000)
+    cache.gather(ids)
+    hits = int(np.isin(ids, cached).sum())
+    assert (cache.stats.hits, cache.stats.misses) == (hits, 1000 - hits)
+    if k:
+        cache.stats.reset()
+        cache.gather(rng.choice(cached, 300))
+        assert cache.stats.misses == cache.stats.reads == cache.stats.bytes_read == 0
+    assert np.array_equal(cache.hot.lookup(cached[:5]), np.arange(min(5, k)))
+    assert (cache.hot.lookup(np.setdiff1d(np.arange(n), cached)[:5]) == -1).all()
+
+
+def test_uncached_reads_scatter_to_given_rows(wide_store):
+    F = wide_store.features()
+    rows = F._rows
+    ids = np.array([9, 3, 9, 2000, 4, 5, 6, 2499], np.int64)
+    at = np.array([7, 0, 3, 1, 2, 6, 5, 4], np.int64)
+    out = np.zeros((8, 768), np.float16)
+    r0 = rows.reads
+    rows.read_uncached(ids, out, "direct", at=at)
+    ref = F.numpy()
+    assert np.array_equal(out[at], ref[ids])
+    # 2, 3 dup of 9, then 4..6 merged with 3? no: 3 and 4..6 and 9 are within a span
+    assert 1 <= rows.reads - r0 <= 4
+
+
+def test_count_rows_and_presample_ranking_match_numpy(wide_store):
+    n = wide_store.num_nodes()
+    s = NeighborSampler(wide_store, [6, 4])
+    seeds = np.asarray(wide_store.split("train"))
+    batches = np.array_split(seeds, 5)
+    counts = presample_counts(s, batches, "node", ["node"], seed=3, epoch=1,
+                              num_nodes={"node": n})["node"]
+    ids = np.concatenate([s.sample(b, "node", seed=3, epoch=1, batch=k).node["node"]
+                          for k, b in enumerate(batches)])
+    ref = np.bincount(ids, minlength=n)
+    assert np.array_equal(counts, ref)
+    deg = degree_counts(wide_store, "node")
+    assert np.array_equal(deg, np.bincount(np.asarray(wide_store.csc()[1]), minlength=n))
+    for k in (0, 1, 37, 400, n):
+        got = rank_rows(counts, k, deg)
+        # reference: sort by (-count, -degree, id), take k, sorted by id
+        order = sorted(range(n), key=lambda i: (-ref[i], -deg[i], i))[:k]
+        assert np.array_equal(got, np.sort(np.asarray(order, np.int64))), k
+    c = np.zeros(10, np.int64)
+    count_rows(np.array([1, 1, 9, 0, 1]), c)
+    assert c.tolist() == [1, 3, 0, 0, 0, 0, 0, 0, 0, 1]
+
+
+def test_budgeted_loader_batches_equal_the_store(wide_store):
+    F = wide_store.features().numpy()
+    fbytes = F.nbytes
+    # a budget a bit above the fixed costs: the features cannot fit, a cache can
+    kw = dict(num_neighbors=[5, 3], input_nodes="train", batch_size=64, device="cpu")
+    big = NeighborLoader(wide_store, memory=1 << 40, **kw)
+    assert big.plan.fits and not big.caches and big.sampler.graph.csc  # as without a budget
+    probe = NeighborLoader(wide_store, memory=1, cache=None, **kw)  # sampled batch sizes
+    assert not probe.plan.fits and probe.plan.notes
+    fixed = (probe.plan.batch_bytes * 2 + probe.plan.sampler_bytes + probe.plan.reader_bytes
+             + MARGIN_MIN + probe.plan.topology_bytes)
+    for cache, in_flight in (("presample", 2), ("degree", 1), (None, 2)):
+        ld = NeighborLoader(wide_store, shuffle=True, memory=fixed + fbytes // 3, cache=cache,
+                            batches_in_flight=in_flight, **kw)
+        plan = ld.plan
+        assert not plan.fits and plan.topology == "memory"
+        assert plan.planned_bytes <= plan.budget
+        if cache:
+            assert 0 < plan.cache_rows["node"] < F.shape[0]
+            assert len(ld.caches["node"].hot) == plan.cache_rows["node"]
+        rows = 0
+        for mb in ld:
+            ids = mb.subgraph.node["node"]
+            assert torch.equal(mb.x["node"], torch.from_numpy(np.asarray(F[ids])))
+            rows += ids.shape[0]
+            del mb
+        st = ld.stats
+        assert st.hits + st.misses == rows
+        assert (st.hits > 0) == bool(cache)
+        assert st.reads > 0 and st.bytes_read >= st.misses * 1536 // 2
+        assert st.overflows == 0
+        assert "feature cache" in str(plan) and plan.as_dict()["planned_bytes"] == plan.planned_bytes
