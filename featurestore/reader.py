@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import threading
 from typing import Any, Sequence
@@ -9,13 +11,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import format as fmt
+from ._integrity import check_csc, native
 from ._location import Location
 from ._shard import ShardLayout
-from .errors import (IncompleteStoreError, NotAStoreError, StoreNotFoundError,
+from .errors import (ClosedStoreError, CorruptStoreError, FeatureStoreError,
+                     IncompleteStoreError, NotAStoreError, StoreChangedError, StoreNotFoundError,
                      UnknownEdgeTypeError, UnknownFeatureError, UnknownNodeTypeError,
-                     UnknownSplitError)
+                     UnknownSplitError, UnsafePathError)
 from .format import EdgeType
 from .gather import READ_PATHS, LocalRows, ZarrRows, check_ids, check_out
+from .schema import ArraySpec, EdgeTypeSchema, StoreSchema, check_array_meta
 
 __all__ = ["open_store", "Store", "FeatureArray"]
 
@@ -47,12 +52,21 @@ def open_store(url: str | os.PathLike, *, storage_options: dict | None = None,
                  allow_incomplete=allow_incomplete)
 
 
+def _native_ids(ids):
+    """Ids in native byte order (big-endian ids from a file would not reach numba)."""
+    if isinstance(ids, np.ndarray) and not ids.dtype.isnative:
+        return ids.astype(ids.dtype.newbyteorder("="))
+    return ids
+
+
 class FeatureArray:
     """A 2-D (rows = nodes) array of the store with fast random row gathers."""
 
-    def __init__(self, name: str, rows: LocalRows | ZarrRows, shape, dtype, read_path: str):
+    def __init__(self, name: str, rows: LocalRows | ZarrRows, shape, dtype, read_path: str,
+                 store: "Store | None" = None):
         self.name = name
         self._rows = rows
+        self._store = store
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype).newbyteorder("=")
         self.read_path = read_path
@@ -76,18 +90,32 @@ class FeatureArray:
     def row_bytes(self) -> int:
         return int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
 
+    def _using(self):
+        if self._store is None:
+            return contextlib.nullcontext()
+        return self._store._using(self.name)
+
     def gather(self, ids, out: np.ndarray | None = None, *, read_path: str | None = None) -> np.ndarray:
         """Rows ``ids`` in the order asked (any 1-D integer ids: unsorted, repeated, int32/int64).
 
         ``out`` is an optional preallocated C-contiguous buffer of shape ``(len(ids),) +
         shape[1:]`` and this array's dtype (a NumPy array or a CPU torch tensor, pinned or not).
         """
-        ids = check_ids(ids, self.shape[0], self.name)
+        ids = check_ids(_native_ids(ids), self.shape[0], self.name)
         buf = check_out(out, ids.shape[0], self.shape[1:], self.dtype, self.name)
         path = read_path or self.read_path
         if path not in READ_PATHS:
             raise ValueError(f"Expected read_path in {READ_PATHS}. Got {path!r} instead.")
-        self.last_read_path = self._rows.gather(ids, buf, path)
+        with self._using():
+            try:
+                self.last_read_path = self._rows.gather(ids, buf, path)
+            except FeatureStoreError:
+                raise
+            except Exception as e:
+                if isinstance(self._rows, ZarrRows):  # zarr's decode / checksum errors
+                    raise CorruptStoreError(f"Could not read rows of {self.name}: "
+                                            f"{type(e).__name__}: {e}") from e
+                raise
         return out if out is not None else buf
 
     def __getitem__(self, key) -> np.ndarray:
@@ -97,17 +125,28 @@ class FeatureArray:
 
     def numpy(self) -> np.ndarray:
         """The whole array: a read-only memory map when local, else read into memory."""
-        return self._rows.array()
+        with self._using():
+            return self._rows.array()
 
     def resident_share(self, ids) -> float:
         """Share of the pages of rows ``ids`` in the page cache (1.0 when not local)."""
         if isinstance(self._rows, LocalRows):
-            return self._rows.resident_share(check_ids(ids, self.shape[0], self.name))
+            ids = check_ids(_native_ids(ids), self.shape[0], self.name)
+            with self._using():
+                return self._rows.resident_share(ids)
         return 1.0
 
 
 class Store:
-    """A read-only feature store. Use :func:`open_store` to make one."""
+    """A read-only feature store. Use :func:`open_store` to make one.
+
+    At open the root ``zarr.json`` is parsed into :attr:`meta` (a checked
+    :class:`~featurestore.schema.StoreSchema`). Each array is checked against it on first
+    use (its ``zarr.json``: shape, dtype, v1 layout; its shard file: size and place), and each
+    edge type's CSC is validated before :meth:`csc` returns it. :meth:`check_generation`
+    (also run by :meth:`csc`, :meth:`features` and every first use of an array) raises
+    :class:`~featurestore.errors.StoreChangedError` once the store was rewritten.
+    """
 
     def __init__(self, url, *, storage_options=None, read_path="auto", io_threads=32,
                  cache_bytes=256 << 20, allow_incomplete=False):
@@ -121,29 +160,38 @@ class Store:
         self.read_path, self.io_threads, self.cache_bytes = read_path, io_threads, cache_bytes
         if not self.loc.exists():
             raise StoreNotFoundError(f"Expected a feature store at {self.url}. Nothing is there.")
+        self._root_file = self.loc.path("zarr.json")
         try:
-            meta = self.loc.read_json("zarr.json")
+            raw = self._read_root()
         except FileNotFoundError as e:
             raise NotAStoreError(f"Expected a zarr v3 group (zarr.json) at {self.url}. "
                                  "Found none: this is not a feature store.") from e
-        except ValueError as e:
-            raise NotAStoreError(f"Expected JSON in {self.loc.path('zarr.json')}: {e}") from e
+        meta = _root_json(raw, self._root_file)
         attrs = meta.get("attributes", {})
-        if meta.get("node_type") != "group" or attrs.get("format") != fmt.FORMAT_NAME:
+        if meta.get("node_type") != "group" or not isinstance(attrs, dict) \
+                or attrs.get("format") != fmt.FORMAT_NAME:
+            got = attrs.get("format") if isinstance(attrs, dict) else attrs
             raise NotAStoreError(f"Expected a zarr group with format {fmt.FORMAT_NAME!r} at "
-                                 f"{self.url}. Got format {attrs.get('format')!r} instead.")
-        if attrs.get("format_version") != fmt.FORMAT_VERSION:
-            raise NotAStoreError(f"Expected format version {fmt.FORMAT_VERSION} at {self.url}. "
-                                 f"Got {attrs.get('format_version')!r} instead.")
-        if not attrs.get("complete") and not allow_incomplete:
+                                 f"{self.url}. Got format {got!r} instead.")
+        self.meta: StoreSchema = StoreSchema.from_attrs(attrs, self.url, file=self._root_file)
+        if not self.meta.complete and not allow_incomplete:
             raise IncompleteStoreError(
                 f"The store at {self.url} is incomplete: its writer never committed (it crashed "
                 "or is still running). Re-run the job that writes it; it resumes where it stopped.")
+        self._root_bytes = raw
+        #: the generation this reader opened (``None`` for stores written before generations).
+        self.generation: str | None = self.meta.generation
         self.attrs: dict[str, Any] = attrs
-        self.schema: dict[str, Any] = attrs.get("schema", {"node_types": {}, "edge_types": []})
-        self.provenance: list[dict] = attrs.get("provenance", [])
+        self.schema: dict[str, Any] = attrs["schema"]  # the raw JSON; prefer :attr:`meta`
+        self.provenance: list[dict] = list(self.meta.provenance)
+        self._specs: dict[str, ArraySpec] = {a.key: a for a in self.meta.arrays_expected()}
+        self._root_real = os.path.realpath(self.loc.root) if self.loc.is_local else None
         self._arrays: dict[str, LocalRows | ZarrRows] = {}
-        self._lock = threading.Lock()
+        self._csc: dict[EdgeType, tuple[np.ndarray, np.ndarray]] = {}
+        self._lock = threading.RLock()
+        self._cond = threading.Condition()
+        self._inflight = 0
+        self._closed = False
         self._zstore = None
 
     # -- pickling: reopen from the constructor arguments, never ship maps or fds ----------
@@ -159,128 +207,280 @@ class Store:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
-        """Release memory maps, file descriptors and reader threads."""
+        """Release memory maps, file descriptors and reader threads.
+
+        Waits for gathers in flight; any use afterwards raises ``ClosedStoreError``.
+        """
+        with self._cond:
+            self._closed = True
+            while self._inflight:
+                self._cond.wait()
         with self._lock:
             for rows in self._arrays.values():
                 rows.close()
             self._arrays.clear()
+            self._csc.clear()
+
+    def _check_open(self, what: str = "") -> None:
+        if self._closed:
+            raise ClosedStoreError(f"The store {self.url} was closed"
+                                   f"{f'; cannot read {what}' if what else ''}. Open it again.")
+
+    @contextlib.contextmanager
+    def _using(self, what: str):
+        """Keep the store's maps and descriptors alive while a read runs."""
+        with self._cond:
+            self._check_open(what)
+            self._inflight += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._inflight -= 1
+                if not self._inflight:
+                    self._cond.notify_all()
+
+    # -- generation ---------------------------------------------------------------------
+    def _read_root(self) -> bytes:
+        with self.loc.fs.open(self._root_file, "rb") as f:
+            return f.read()
+
+    def check_generation(self) -> None:
+        """Raise ``StoreChangedError`` if the store was rewritten since this reader opened it.
+
+        Costs one read of the root ``zarr.json`` (parsed only when its bytes changed).
+        """
+        self._check_open()
+        try:
+            raw = self._read_root()
+        except FileNotFoundError as e:
+            raise StoreChangedError(f"The store {self.url} was removed or is being rewritten "
+                                    f"({self._root_file} is gone) since this reader opened it. "
+                                    "Open it again.") from e
+        if raw == self._root_bytes:
+            return
+        try:
+            attrs = json.loads(raw).get("attributes", {})
+            gen, complete = attrs.get("generation"), attrs.get("complete")
+        except (ValueError, AttributeError):
+            gen, complete = "(unreadable)", False
+        if gen != self.generation or gen is None or complete is not True:
+            raise StoreChangedError(
+                f"The store {self.url} was rewritten since this reader opened it (generation "
+                f"{self.generation!r}, now {gen!r}{'' if complete else ', not complete'}). "
+                "Open it again.")
 
     # -- schema -------------------------------------------------------------------------
     @property
     def complete(self) -> bool:
-        return bool(self.attrs.get("complete"))
+        return self.meta.complete
 
     @property
     def node_types(self) -> list[str]:
-        return sorted(self.schema["node_types"])
+        return sorted(self.meta.node_types)
 
     @property
     def edge_types(self) -> list[EdgeType]:
-        return [EdgeType(e["src"], e["rel"], e["dst"]) for e in self.schema["edge_types"]]
+        return [e.etype for e in self.meta.edge_types]
 
     @property
     def split_names(self) -> list[str]:
-        return sorted(self.schema.get("splits", {}))
+        return sorted(self.meta.splits)
 
     def _ntype(self, ntype: str | None) -> str:
-        nts = self.schema["node_types"]
+        nts = self.meta.node_types
         if ntype is None:
             if len(nts) != 1:
                 raise UnknownNodeTypeError(f"Expected a node type for {self.url}, which has "
                                            f"{sorted(nts)}. Got None instead.")
             return next(iter(nts))
-        if ntype not in nts:
+        if not isinstance(ntype, str) or ntype not in nts:
             raise UnknownNodeTypeError(f"Expected a node type of {self.url}: {sorted(nts)}. "
                                        f"Got {ntype!r} instead.")
         return ntype
 
-    def _etype(self, etype: Sequence[str] | str | None) -> tuple[EdgeType, dict]:
-        ets = self.schema["edge_types"]
+    def _etype(self, etype: Sequence[str] | str | None) -> tuple[EdgeType, EdgeTypeSchema]:
+        ets = self.meta.edge_types
         if etype is None:
             if len(ets) != 1:
                 raise UnknownEdgeTypeError(
                     f"Expected an edge type for {self.url}, which has "
-                    f"{[tuple(EdgeType(e['src'], e['rel'], e['dst'])) for e in ets]}. Got None.")
+                    f"{[tuple(e.etype) for e in ets]}. Got None.")
             e = ets[0]
         else:
             if isinstance(etype, str):
-                found = [e for e in ets if e["rel"] == etype]
+                found = [e for e in ets if e.rel == etype]
             else:
                 t = tuple(etype)
-                found = [e for e in ets if (e["src"], e["rel"], e["dst"]) == t]
+                found = [e for e in ets if tuple(e.etype) == t]
             if len(found) != 1:
                 raise UnknownEdgeTypeError(
                     f"Expected an edge type of {self.url}: "
-                    f"{[(e['src'], e['rel'], e['dst']) for e in ets]}. Got {etype!r} instead.")
+                    f"{[tuple(e.etype) for e in ets]}. Got {etype!r} instead.")
             e = found[0]
-        return EdgeType(e["src"], e["rel"], e["dst"]), e
+        return e.etype, e
 
     def num_nodes(self, ntype: str | None = None) -> int:
-        return int(self.schema["node_types"][self._ntype(ntype)]["num_nodes"])
+        return self.meta.node_types[self._ntype(ntype)].num_nodes
 
     def num_edges(self, etype=None) -> int:
-        return int(self._etype(etype)[1]["num_edges"])
+        return self._etype(etype)[1].num_edges
 
     def feature_names(self, ntype: str | None = None) -> list[str]:
-        return sorted(self.schema["node_types"][self._ntype(ntype)].get("features", {}))
+        return sorted(self.meta.node_types[self._ntype(ntype)].features)
 
     def value_names(self, ntype: str | None = None) -> list[str]:
-        return sorted(self.schema["node_types"][self._ntype(ntype)].get("values", {}))
+        return sorted(self.meta.node_types[self._ntype(ntype)].values)
 
     # -- arrays -------------------------------------------------------------------------
     def _rows(self, key: str) -> LocalRows | ZarrRows:
         with self._lock:
+            self._check_open(key)
             rows = self._arrays.get(key)
             if rows is None:
+                self.check_generation()
                 rows = self._open_rows(key)
                 self._arrays[key] = rows
             return rows
 
+    def _confined(self, key: str, path: str) -> str:
+        """``path`` (of array ``key``), refused unless it resolves inside the store's root."""
+        if self._root_real is not None:
+            real = os.path.realpath(path)
+            if not real.startswith(self._root_real + os.sep):
+                raise UnsafePathError(f"Array {key} of {self.url} resolves to {real}, outside "
+                                      f"the store directory {self._root_real}. Refusing to read it.")
+        return path
+
     def _open_rows(self, key: str) -> LocalRows | ZarrRows:
+        spec = self._specs[key]
+        file = self._confined(key, self.loc.path(f"{key}/zarr.json"))
         try:
-            meta = self.loc.read_json(f"{key}/zarr.json")
+            with self.loc.fs.open(file, "rb") as f:
+                raw = f.read()
         except FileNotFoundError as e:
-            from .errors import CorruptStoreError
             raise CorruptStoreError(f"Expected array {key} in {self.url} (its schema names it). "
-                                    "Its zarr.json is missing.") from e
-        layout = ShardLayout.from_metadata(meta)
+                                    f"Its zarr.json ({file}) is missing.") from e
+        layout = check_array_meta(raw, spec, file)
         if self.loc.is_local and layout is not None:
-            return LocalRows(self.loc.path(f"{key}/{layout.chunk_key()}"), layout,
-                             io_threads=self.io_threads)
+            path = self._confined(key, self.loc.path(f"{key}/{layout.chunk_key()}"))
+            return LocalRows(path, layout, io_threads=self.io_threads)
+        if spec.compressed or layout is None:
+            self._check_chunks_present(key, json.loads(raw))
         import zarr
 
         if self._zstore is None:  # the caller, _rows, holds self._lock
             self._zstore = self.loc.zarr_store(read_only=True)
-        z = zarr.open_array(store=self._zstore, path=key, mode="r")
+        try:
+            z = zarr.open_array(store=self._zstore, path=key, mode="r")
+        except Exception as e:  # zarr's own metadata errors
+            raise CorruptStoreError(f"zarr cannot open array {key} of {self.url} ({file}): "
+                                    f"{type(e).__name__}: {e}") from e
         return ZarrRows(z, cache_bytes=self.cache_bytes)
 
+    def _check_chunks_present(self, key: str, meta: dict) -> None:
+        """Every chunk (shard) file of a zarr-read array exists: zarr reads a missing one as
+        zeros, which would be silent wrong data."""
+        shape = meta["shape"]
+        if not shape or any(s == 0 for s in shape):
+            return
+        grid = meta["chunk_grid"]["configuration"]["chunk_shape"]
+        counts = [-(-s // c) for s, c in zip(shape, grid)]
+        expected = int(np.prod(counts))
+        base = self.loc.path(f"{key}/c")
+        try:
+            found = self.loc.fs.find(base)
+        except FileNotFoundError:
+            found = []
+        rel = {p[len(base) + 1:] if p.startswith(base + "/") else p for p in found}
+        if len(rel) >= expected and expected == len(_grid_keys(counts) & rel):
+            return
+        missing = sorted(_grid_keys(counts) - rel)
+        raise CorruptStoreError(
+            f"Expected {expected} chunk file(s) of array {key} in {self.url}. "
+            f"{len(missing)} missing, e.g. {self.loc.path(f'{key}/c/{missing[0]}')} "
+            "(zarr would read them as zeros).")
+
     def _vector(self, key: str) -> np.ndarray:
-        return self._rows(key).array()
+        rows = self._rows(key)
+        with self._using(key):
+            try:
+                return rows.array()
+            except FeatureStoreError:
+                raise
+            except Exception as e:
+                if isinstance(rows, ZarrRows):
+                    raise CorruptStoreError(f"Could not read array {key} of {self.url}: "
+                                            f"{type(e).__name__}: {e}") from e
+                raise
 
     def csc(self, etype=None) -> tuple[np.ndarray, np.ndarray]:
         """``(indptr, indices)``: for destination ``v``, sources ``indices[indptr[v]:indptr[v+1]]``.
 
-        Memory-mapped (zero-copy, read-only) for local stores.
+        Memory-mapped (zero-copy, read-only) for local stores. Validated once per edge type
+        (``indptr[0] == 0``, never decreasing, ``indptr[-1] == len(indices)``, source ids in
+        range) before it is returned, unless the writer's verification record still matches
+        (same generation, sizes and file times): a corrupt CSC raises ``CorruptStoreError``.
         """
-        et, _ = self._etype(etype)
-        return self._vector(fmt.edge_key(et, "indptr")), self._vector(fmt.edge_key(et, "indices"))
+        et, e = self._etype(etype)
+        self._check_open(f"edges {et.key()}")
+        self.check_generation()
+        with self._lock:
+            got = self._csc.get(et)
+            if got is not None:
+                return got
+            kp, ki = fmt.edge_key(et, "indptr"), fmt.edge_key(et, "indices")
+            indptr, indices = self._vector(kp), self._vector(ki)
+            if not self._topology_recorded(e, kp, ki):
+                check_csc(indptr, indices, self.meta.node_types[et.src].num_nodes,
+                          f"{self.loc.path(f'edges/{et.key()}')} (edge type {tuple(et)})")
+            got = self._csc[et] = (native(indptr), native(indices))
+            return got
+
+    def _topology_recorded(self, e: EdgeTypeSchema, kp: str, ki: str) -> bool:
+        """Whether the writer's record of a validated CSC still describes the files."""
+        rec = self.meta.extra.get("topology_checks")
+        if not isinstance(rec, dict) or not self.loc.is_local or self.generation is None:
+            return False
+        r = rec.get(e.etype.key())
+        try:
+            if (r["generation"] != self.generation or r["num_edges"] != e.num_edges
+                    or r["num_src"] != self.meta.node_types[e.src].num_nodes):
+                return False
+            for part, key in (("indptr", kp), ("indices", ki)):
+                rows = self._arrays.get(key)
+                if not isinstance(rows, LocalRows):
+                    return False
+                st = os.stat(rows.path)
+                if [st.st_size, st.st_mtime_ns] != r[part]:
+                    return False
+        except (KeyError, TypeError, OSError):
+            return False
+        return True
 
     def features(self, ntype: str | None = None, name: str = "feat") -> FeatureArray:
         nt = self._ntype(ntype)
-        feats = self.schema["node_types"][nt].get("features", {})
+        feats = self.meta.node_types[nt].features
         if name not in feats:
             raise UnknownFeatureError(f"Expected a feature of node type {nt!r} in {self.url}: "
                                       f"{sorted(feats)}. Got {name!r} instead.")
+        self._check_open(f"feature {nt}/{name}")
+        self.check_generation()
         key = fmt.feature_key(nt, name)
         rows = self._rows(key)
-        shape = (self.num_nodes(nt),) + tuple(feats[name]["shape"])
-        return FeatureArray(f"{self.url}/{key}", rows, shape, feats[name]["dtype"], self.read_path)
+        spec = self._specs[key]
+        return FeatureArray(f"{self.url}/{key}", rows, spec.shape, spec.dtype, self.read_path,
+                            store=self)
 
     def values(self, ntype: str | None, name: str) -> np.ndarray:
         """A per-node 1-D array (``label``, ``year``, ...), memory-mapped when local."""
         nt = self._ntype(ntype)
-        vals = self.schema["node_types"][nt].get("values", {})
+        vals = self.meta.node_types[nt].values
         if name not in vals:
             raise UnknownFeatureError(f"Expected a value array of node type {nt!r} in {self.url}: "
                                       f"{sorted(vals)}. Got {name!r} instead.")
@@ -296,7 +496,7 @@ class Store:
 
     def split(self, name: str, ntype: str | None = None) -> np.ndarray:
         """Store ids of the nodes of split ``name`` (``train``, ``valid``, ...)."""
-        splits = self.schema.get("splits", {})
+        splits = self.meta.splits
         if name not in splits:
             raise UnknownSplitError(f"Expected a split of {self.url}: {sorted(splits)}. "
                                     f"Got {name!r} instead.")
@@ -308,6 +508,23 @@ class Store:
             raise UnknownSplitError(f"Expected node type in {sorted(splits[name])} for split "
                                     f"{name!r} of {self.url}. Got {nt!r} instead.")
         return self._vector(fmt.split_key(name, nt))
+
+
+def _root_json(raw: bytes, file: str) -> dict:
+    try:
+        meta = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise NotAStoreError(f"Expected JSON in {file}: {e}") from e
+    if not isinstance(meta, dict):
+        raise NotAStoreError(f"Expected a JSON object in {file}. Got {type(meta).__name__}.")
+    return meta
+
+
+def _grid_keys(counts: list[int]) -> set[str]:
+    keys = [""]
+    for c in counts:
+        keys = [f"{k}/{i}" if k else str(i) for k in keys for i in range(c)]
+    return set(keys)
 
 
 def _reopen(args: dict) -> Store:

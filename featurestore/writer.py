@@ -18,6 +18,7 @@ import numpy as np
 from . import __version__
 from . import format as fmt
 from ._kernels import id_range
+from ._integrity import layout_checksums, record_checksums, topology_records
 from ._location import Location
 from ._shard import ShardWriter, zarr_array_kwargs
 from .lock import LOCK_NAME, WriteLock
@@ -163,7 +164,7 @@ class StoreWriter:
         else:
             kw = zarr_array_kwargs(shape, dtype)
             kw.pop("shards", None)
-            kw["compressors"] = compressors
+            kw["compressors"] = _with_crc32c(compressors)  # zarr checks every inner chunk
             if shape[0]:
                 kw["shards"] = (kw["chunks"][0] * 64,) + tuple(shape[1:])
         kw["config"] = {"write_empty_chunks": True}
@@ -189,16 +190,19 @@ class StoreWriter:
             self._done(key)
             return
         w = ShardWriter(self.loc, key, shape, dtype, meta["kw"]["chunks"][0])
+        sums = layout_checksums(w.layout)  # CRC-32 per block of rows: `verify --data`
         try:
             for b in blocks:
                 b = np.asarray(b)
                 if check is not None:
                     check(b, w.rows)
                 w.write(b)
+                sums.update(np.ascontiguousarray(b, dtype=w.layout.dtype))  # the bytes written
             w.close()
         except BaseException:
             w.abort()
             raise
+        record_checksums(self.loc, key, sums)
         self._done(key)
 
     def _write_zarr(self, key, shape, dtype, blocks, compressors, check) -> None:
@@ -386,8 +390,12 @@ class StoreWriter:
         for nt, spec in self.schema["node_types"].items():
             if fmt.orig_id_key(nt) not in self.attrs.get("arrays", []):
                 raise IncompleteStoreError(f"Node type {nt!r} of {self.url} has no orig_id array.")
+        generation = uuid.uuid4().hex
+        # validate every CSC once, so readers can skip it while the files stay unchanged
+        checks = topology_records(self.loc, self.schema, generation)
         self.attrs["complete"] = True
-        self.attrs["generation"] = uuid.uuid4().hex
+        self.attrs["generation"] = generation
+        self.attrs["topology_checks"] = checks
         self._save()
         self._lock.release()
 
@@ -424,6 +432,17 @@ def _remove_store_files(loc: Location) -> None:
                                             name.endswith(".tmp"))
         if ours and name != LOCK_NAME:
             loc.fs.rm(p, recursive=True)
+
+
+def _with_crc32c(compressors) -> list:
+    """``compressors`` followed by zarr's crc32c codec (unless it is there): a flipped byte
+    in a compressed chunk then fails its checksum instead of decoding to wrong rows."""
+    import zarr.codecs
+
+    out = list(compressors) if isinstance(compressors, (list, tuple)) else [compressors]
+    if not any(isinstance(c, zarr.codecs.Crc32cCodec) for c in out):
+        out.append(zarr.codecs.Crc32cCodec())
+    return out
 
 
 def _chain(first, rest):

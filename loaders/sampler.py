@@ -147,10 +147,41 @@ def _check_list(v) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class CSCGraph:
-    """The topology a sampler needs: node counts and per-edge-type CSC arrays."""
+    """The topology a sampler needs: node counts and per-edge-type CSC arrays.
+
+    Built from arrays, each edge type's CSC is validated here (``indptr[0] == 0``, never
+    decreasing, ``indptr[-1] == len(indices)``, source ids in range; a bad one raises
+    :class:`featurestore.errors.CorruptStoreError`) and converted to native byte order, so the
+    sampling kernels never read out of bounds. :meth:`from_store` takes what
+    :meth:`featurestore.Store.csc` returns, which the store has validated already.
+    """
 
     num_nodes: Mapping[str, int]
     csc: Mapping[EdgeType, tuple[np.ndarray, np.ndarray]] = field(repr=False)
+    validated: bool = field(default=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.validated:
+            return
+        from featurestore._integrity import check_csc, native
+
+        checked = {}
+        for et, (indptr, indices) in self.csc.items():
+            et = _as_etype(et)
+            for t in (et.src, et.dst):
+                if t not in self.num_nodes:
+                    raise KeyError(f"Expected node type {t!r} of edge type {tuple(et)} among "
+                                   f"{list(self.num_nodes)}. Got none.")
+            indptr, indices = np.asarray(indptr), np.asarray(indices)
+            if indptr.shape != (self.num_nodes[et.dst] + 1,):
+                from featurestore.errors import CorruptStoreError
+                raise CorruptStoreError(f"Expected indptr of length "
+                                        f"{self.num_nodes[et.dst] + 1} for edge type "
+                                        f"{tuple(et)}. Got shape {indptr.shape} instead.")
+            check_csc(indptr, indices, self.num_nodes[et.src], f"edge type {tuple(et)}")
+            checked[et] = (native(indptr), native(indices))
+        object.__setattr__(self, "csc", checked)
+        object.__setattr__(self, "validated", True)
 
     @property
     def node_types(self) -> list[str]:
@@ -175,7 +206,10 @@ class CSCGraph:
         csc = {et: store.csc(et) for et in store.edge_types}
         if topology == "memory":
             csc = {et: (np.array(p), np.array(i)) for et, (p, i) in csc.items()}
-        return cls(nn, csc)
+        from featurestore.reader import Store
+
+        # featurestore's Store.csc validates each edge type; anything else is checked here
+        return cls(nn, csc, validated=isinstance(store, Store))
 
     @classmethod
     def of(cls, graph, topology: str = "mmap") -> "CSCGraph":
