@@ -119,6 +119,7 @@ def _cmd_plan(args) -> int:
             iops, src = _probe_iops(args.store, args.probe_seconds)
         p = plan(s, inp, fanouts, batch_size=args.batch_size, memory=memory, read_iops=iops,
                  read_iops_source=src, batches=args.batches, prefetch=args.prefetch,
+                 batches_in_flight=args.batches_in_flight, device=args.device,
                  seed=args.seed, feature=args.feature, ntype=args.ntype,
                  interpreter_bytes=parse_size(args.interpreter) if args.interpreter
                  else INTERPRETER_BYTES)
@@ -175,7 +176,11 @@ def register(sub) -> None:
     p.add_argument("--batches", type=int, help="batches sampled per epoch (default: the "
                    "whole epoch up to 64 batches, else 64)")
     p.add_argument("--prefetch", type=int, default=2, help="the loader's prefetch")
-    p.add_argument("--interpreter", help="memory counted for the interpreter (default 512MiB)")
+    p.add_argument("--batches-in-flight", type=int, default=2,
+                   help="the loader's batches_in_flight (feature buffers on the CPU)")
+    p.add_argument("--device", default="cpu",
+                   help="where batches go: cpu, or cuda (pinned staging, no CPU batch buffers)")
+    p.add_argument("--interpreter", help="memory counted for the interpreter (default 384MiB)")
     p.add_argument("--ntype", help="node type whose rows are cached (default: the featured one)")
     p.add_argument("--feature", default="feat")
     p.add_argument("--seed", type=int, default=0)

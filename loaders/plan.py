@@ -44,8 +44,9 @@ __all__ = ["Plan", "plan", "parse_input", "available_memory", "estimate_epoch_ro
            "memory_plan", "INTERPRETER_BYTES", "CURVE_SHARES"]
 
 #: memory a Python process holding numpy, numba, torch and the loader takes before any batch
-#: (resident set measured after ``import loaders``: ~0.35 GiB; rounded up).
-INTERPRETER_BYTES = 512 << 20
+#: (measured after ``import loaders``: 0.29 GiB resident, 0.17 GiB of it anonymous; numba's
+#: compiled kernels and torch's first allocations add some)
+INTERPRETER_BYTES = 384 << 20
 #: shares of the rows at which the plan also reports the hit rate and the seeds/s bound.
 CURVE_SHARES = (0.01, 0.02, 0.05, 0.10, 0.20)
 #: bytes per sampled edge the sampler's output holds (row, col, edge position: int64 each).
@@ -164,12 +165,16 @@ def estimate_epoch_rows(counts: np.ndarray, sampled: int, batches: int) -> float
 
 
 def memory_plan(memory: int, topology_bytes: int, batch_bytes: int, in_flight: int,
-                interpreter_bytes: int = INTERPRETER_BYTES, staging_bytes: int = 0) -> dict:
-    """Split ``memory``: topology, ``in_flight`` batch buffers of ``batch_bytes``, staging,
-    the interpreter, and the rest (never negative) for the feature cache."""
-    fixed = topology_bytes + in_flight * batch_bytes + staging_bytes + interpreter_bytes
+                interpreter_bytes: int = INTERPRETER_BYTES, staging_bytes: int = 0,
+                sampler_bytes: int = 0) -> dict:
+    """Split ``memory``: topology, ``in_flight`` batch buffers of ``batch_bytes``, the
+    sampler's subgraphs in flight, staging, the interpreter, and the rest (never negative) for
+    the feature cache. (The plan without :mod:`loaders.budget`.)"""
+    fixed = (topology_bytes + in_flight * batch_bytes + sampler_bytes + staging_bytes
+             + interpreter_bytes)
     return {"memory": int(memory), "topology": int(topology_bytes),
-            "batch_buffers": int(in_flight * batch_bytes), "in_flight": int(in_flight),
+            "batch_buffers": int(in_flight * batch_bytes + sampler_bytes),
+            "in_flight": int(in_flight),
             "staging": int(staging_bytes), "interpreter": int(interpreter_bytes),
             "loader_without_cache": int(fixed), "cache": int(max(0, memory - fixed)),
             "fits": bool(memory >= fixed)}
@@ -279,6 +284,7 @@ def _ios_per_read(row_bytes: int) -> int:
 def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: int | None = None,
          read_iops: float | None = None, read_iops_source: str = "given",
          batches: int | None = None, max_whole_epoch: int = 64, prefetch: int = 2,
+         batches_in_flight: int = 2, device: str = "cpu",
          interpreter_bytes: int = INTERPRETER_BYTES, staging_bytes: int = 64 << 20,
          feature: str = "feat", ntype: str | None = None, seed: int = 0,
          curve=CURVE_SHARES, use_budget: bool | None = None) -> Plan:
@@ -293,17 +299,21 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     num_neighbors, batch_size
         The loader's fanouts and batch size.
     memory
-        Bytes the loader's process may use (default: :func:`available_memory`).
+        Bytes the loader's process may use in all, like a cgroup limit (default:
+        :func:`available_memory`); the loader's own budget is that less
+        ``interpreter_bytes`` (to mirror ``NeighborLoader(memory=B)``, pass ``B`` plus
+        ``interpreter_bytes``).
     read_iops
         The device's random reads per second (4 KiB, queue depth 32); ``None``: no I/O bound.
     batches
         Batches sampled per epoch (two epochs: one to rank rows, one to replay the cache on).
         Default: a whole epoch when it has at most ``max_whole_epoch`` batches, else that many.
-    prefetch
-        The loader's ``prefetch``: ``prefetch + 2`` batches are in flight (queued for the
-        gather stage, being gathered, in the training loop).
+    prefetch, batches_in_flight, device
+        As the loader takes them: ``batches_in_flight`` feature buffers on the CPU (none with
+        ``device="cuda"``, where batches live on the GPU and two pinned staging buffers of
+        ``staging_bytes`` are held instead), ``prefetch + 3`` sampled subgraphs.
     interpreter_bytes, staging_bytes
-        Memory counted for the interpreter and the loader's staging ring.
+        Memory counted for the interpreter and each of the loader's staging buffers.
     ntype
         The node type whose rows the cache holds (default: the seed type when it has
         ``feature``, else the only type that has it).
@@ -346,8 +356,11 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     for et in store.edge_types:
         ip, ix = store.csc(et)
         topo += int(ip.nbytes) + int(ix.nbytes)
-    batch_bytes = (sum(max_rows[t] * row_bytes[t] for t in featured)
-                   + int(max(edges)) * EDGE_BYTES + NODE_BYTES * sum(max_rows.values()))
+    batch_bytes = sum(max_rows[t] * row_bytes[t] for t in featured)
+    cuda = str(device).startswith("cuda")
+    in_flight = 0 if cuda else int(batches_in_flight)
+    staging = 2 * int(staging_bytes) if cuda else 0
+    subgraphs = prefetch + 3
     if memory is None:
         memory, source = available_memory()
     else:
@@ -363,7 +376,11 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
             feature_row_bytes=row_bytes, feature_rows={t: store.num_nodes(t) for t in featured},
             topology_bytes=topo, batch_rows=max_rows, edges_per_batch=int(max(edges)),
             num_nodes={t: store.num_nodes(t) for t in store.node_types},
-            batches_in_flight=prefetch, sampled_batches=len(timings))
+            batches_in_flight=in_flight, subgraphs_in_flight=subgraphs,
+            io_threads=max([getattr(f._rows, "io_threads", 0) for f in featured.values()] + [0]),
+            scratch_bytes=staging + sum(f._rows.scratch_bytes() for f in featured.values()
+                                        if hasattr(f._rows, "scratch_bytes")),
+            sampled_batches=len(timings))
         fixed = lp.planned_bytes - lp.cache_bytes + interpreter_bytes
         mem = {"memory": int(memory), "topology": int(topo), "topology_resident":
                lp.topology == "memory", "batch_buffers": int(lp.buffer_bytes + lp.sampler_bytes),
@@ -374,8 +391,9 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
         cache_rows = int(n_rows if lp.fits else lp.cache_rows.get(ntype, 0))
         model = "loaders.budget.plan_loader"
     else:
-        mem = memory_plan(int(memory), topo, batch_bytes, prefetch + 2, interpreter_bytes,
-                          staging_bytes)
+        sampler = subgraphs * (int(max(edges)) * EDGE_BYTES + NODE_BYTES * sum(max_rows.values()))
+        mem = memory_plan(int(memory), topo, batch_bytes, in_flight, interpreter_bytes,
+                          staging, sampler)
         cache_rows = int(min(n_rows, mem["cache"] // max(1, rb)))
         model = "loaders.plan.memory_plan"
     # the cache: rank on the first epoch's batches, replay on the second's

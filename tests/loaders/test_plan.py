@@ -97,10 +97,12 @@ def test_plan_against_a_hand_computation(tiny):
     edges = [e for _, e in b0 + b1]
     indptr_b, indices_b = (N + 1) * 8, sum(len(v) for v in IN.values()) * 4
     topo = indptr_b + indices_b
-    batch_bytes = max(rows) * row_bytes + max(edges) * 24 + max(rows) * 8
-    interp, staging = 1000, 100
+    batch_bytes = max(rows) * row_bytes  # feature buffers, 2 in flight (CPU)
+    sampler = 5 * (max(edges) * 24 + max(rows) * 8)  # prefetch + 3 subgraphs: row/col/edge, ids
+    interp, staging = 1000, 100  # staging buffers: only with CUDA
     cache_rows = 3
-    memory = topo + 4 * batch_bytes + interp + staging + cache_rows * row_bytes + 5
+    fixed = topo + 2 * batch_bytes + sampler + interp
+    memory = fixed + cache_rows * row_bytes + 5
     # presample static: rank by epoch-0 counts, ties by degree (descending), then id
     deg = np.bincount([u for v in IN for u in IN[v]], minlength=N)
     c0 = np.zeros(N, int)
@@ -122,9 +124,9 @@ def test_plan_against_a_hand_computation(tiny):
     assert p.edges_per_batch == pytest.approx(np.mean(edges))
     assert p.feature_bytes_per_batch == round(np.mean(rows) * row_bytes)
     assert p.memory["topology"] == topo
-    assert p.memory["batch_buffers"] == 4 * batch_bytes
+    assert p.memory["batch_buffers"] == 2 * batch_bytes + sampler
     assert p.memory["cache"] == cache_rows * row_bytes + 5
-    assert p.memory["loader_without_cache"] == topo + 4 * batch_bytes + interp + staging
+    assert p.memory["loader_without_cache"] == fixed
     assert p.cache_rows == cache_rows
     assert p.hit_rate == pytest.approx(hits / reads1)
     assert p.reads_per_batch == pytest.approx(missed_per_batch)
@@ -156,7 +158,8 @@ def test_plan_sizes_the_cache_as_the_loader_does(homo_store):
         budget=mem - (100 << 20), budget_source="given", feature_row_bytes={"node": 64},
         feature_rows={"node": 3000}, topology_bytes=p.memory["topology"],
         batch_rows=p.distinct_rows_per_batch_max, edges_per_batch=max(edges),
-        num_nodes={"node": 3000}, batches_in_flight=2)
+        num_nodes={"node": 3000}, batches_in_flight=2, subgraphs_in_flight=5, io_threads=32,
+        scratch_bytes=homo_store.features()._rows.scratch_bytes())
     assert p.cache_rows == (3000 if lp.fits else lp.cache_rows.get("node", 0))
     # a budget too small for the whole store: the loader's cache, and the hit rate at it
     small = (100 << 20) + p.loader_plan["planned_bytes"] + p.memory["topology"] + 100_000
