@@ -436,3 +436,13 @@ def test_big_endian_ids(store):
                                   data["xb"][[5, 0, 99]])
     sub = NeighborSampler(s, [3]).sample(np.array([1, 2], ">i4"), "b")
     assert sub.node["b"][:2].tolist() == [1, 2]
+
+
+def test_commit_refuses_a_bad_csc_written_without_validation(tmp_path):
+    w = fs.create_store(tmp_path / "s")
+    w.add_node_type("v", 4)
+    w.add_edge_type(("v", "e", "v"), [0, 1, 2, 2, 3], [0, 9, 1], validate=False)
+    with pytest.raises(fs.CorruptStoreError, match="source id 9 at edge 1"):
+        w.commit()
+    with pytest.raises(fs.IncompleteStoreError):
+        fs.open_store(tmp_path / "s")
