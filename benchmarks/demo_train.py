@@ -20,7 +20,7 @@ def train_steps(store_path: str, *, seed: int = 0, batches: int = 20, batch_size
     torch.manual_seed(seed)
     store = fs.open_store(store_path)
     classes = int(np.max(store.labels("paper"))) + 1
-    loader = NeighborLoader(store, ("paper", "train"), list(fanouts), batch_size=batch_size,
+    loader = NeighborLoader(store, list(fanouts), ("paper", "train"), batch_size=batch_size,
                             shuffle=True, seed=seed, output="pyg", device="cpu")
 
     class SAGE(torch.nn.Module):

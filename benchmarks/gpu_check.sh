@@ -60,9 +60,9 @@ for layout, (dt, dim) in {"fp32x128": (np.float32, 128), "fp16x768": (np.float16
 s = fs.open_store(stores["fp16x768"])
 ok = True
 for staging in (64 << 20, 100_000):
-    g = NeighborLoader(s, "train", [10, 5], batch_size=512, shuffle=True, seed=1, device="cuda",
+    g = NeighborLoader(s, [10, 5], "train", batch_size=512, shuffle=True, seed=1, device="cuda",
                        output="pyg", staging_bytes=staging)
-    c = NeighborLoader(s, "train", [10, 5], batch_size=512, shuffle=True, seed=1, device="cpu",
+    c = NeighborLoader(s, [10, 5], "train", batch_size=512, shuffle=True, seed=1, device="cpu",
                        output="pyg")
     for k, (a, b) in enumerate(zip(g, c)):
         same = (a.x.is_cuda and torch.equal(a.x.cpu(), b.x) and torch.equal(a.y.cpu(), b.y)
@@ -76,7 +76,7 @@ s.close()
 # loader alone
 for layout, path in stores.items():
     s = fs.open_store(path)
-    ld = NeighborLoader(s, "train", [15, 10, 5], batch_size=1024, shuffle=True, device="cuda",
+    ld = NeighborLoader(s, [15, 10, 5], "train", batch_size=1024, shuffle=True, device="cuda",
                         output="pyg")
     it = iter(ld)
     next(it); next(it)
@@ -98,7 +98,7 @@ for layout, path in stores.items():
 from torch_geometric.nn import GraphSAGE
 
 s = fs.open_store(stores["fp32x128"])
-ld = NeighborLoader(s, "train", [15, 10, 5], batch_size=1024, shuffle=True, device="cuda",
+ld = NeighborLoader(s, [15, 10, 5], "train", batch_size=1024, shuffle=True, device="cuda",
                     output="pyg")
 model = GraphSAGE(128, 256, num_layers=3, out_channels=16).to(dev)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)

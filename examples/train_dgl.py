@@ -3,7 +3,10 @@
 Runs in the DGL environment (``scripts/dgl-env.sh`` builds ``.venv-dgl``: dgl 2.1.0 needs
 torch <= 2.2.1 and numpy 1.x)::
 
-    .venv-dgl/bin/python examples/train_dgl.py STORE --epochs 3 --fanouts 15,10,5
+    .venv-dgl/bin/python examples/train_dgl.py STORE --epochs 3 --fanouts 5,10,15
+
+``--fanouts`` is in DGL's order (input layer first, as ``dgl.dataloading.NeighborSampler``):
+with ``output="dgl"`` the loader reads fanout lists that way (``fanout_order="dgl"``).
 
 The model is DGL's mini-batch GraphSAGE (``dgl.nn.SAGEConv``, mean aggregation); on a
 heterogeneous store (MAG240M's paper/author/institution) each layer is a ``HeteroGraphConv``
@@ -135,7 +138,8 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("store")
     p.add_argument("--seed-type", help="node type to classify (default: the one with labels)")
-    p.add_argument("--fanouts", default="15,10,5", help="per hop from the seeds")
+    p.add_argument("--fanouts", default="5,10,15",
+                   help="DGL's order: input layer first (15 neighbours of each seed here)")
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--max-batches", type=int, default=None, help="per epoch, for a short run")
@@ -164,7 +168,7 @@ def main(argv=None) -> int:
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     common = dict(batch_size=args.batch_size, output="dgl", device=device, seed=args.seed,
                   num_threads=args.num_threads)
-    train = NeighborLoader(store, (seed_type, "train"), fanouts, shuffle=True, **common)
+    train = NeighborLoader(store, fanouts, (seed_type, "train"), shuffle=True, **common)
     print(f"dgl {dgl.__version__}, torch {torch.__version__}, device {device}; store {store.url}: "
           f"{seed_type} {store.num_nodes(seed_type):,} nodes, {len(train.input_nodes):,} train seeds, "
           f"{num_classes} classes, fanouts {fanouts}, {len(train)} batches/epoch")
@@ -181,7 +185,7 @@ def main(argv=None) -> int:
         ids = np.asarray(store.split(split, seed_type))
         if ids.size == 0 or (labels[ids] < 0).all():
             continue
-        ev = NeighborLoader(store, (seed_type, split), fanouts, **common)
+        ev = NeighborLoader(store, fanouts, (seed_type, split), **common)
         m = run_epoch(model, ev, seed_type, hetero, None, args.max_batches)
         metrics[split] = m
         print(f"{split} accuracy {m['acc']:.4f} on {m['seeds']:,} nodes ({m['seeds_per_s']:,.0f} seeds/s)")

@@ -102,10 +102,10 @@ def main(argv=None) -> int:
     meta = (store.node_types, [tuple(et) for et in store.edge_types])
     model = to_hetero(SAGE(args.hidden, num_classes, len(fanouts)), meta, aggr="sum")
     model = model.to(args.device)
-    common = dict(num_neighbors=fanouts, batch_size=args.batch_size, output="pyg",
+    common = dict(batch_size=args.batch_size, output="pyg",
                   device=args.device, num_threads=args.num_threads, seed=args.seed)
-    train = NeighborLoader(store, ("paper", "train"), shuffle=True, **common)
-    valid = NeighborLoader(store, ("paper", "valid"), **common)
+    train = NeighborLoader(store, fanouts, ("paper", "train"), shuffle=True, **common)
+    valid = NeighborLoader(store, fanouts, ("paper", "valid"), **common)
     with torch.no_grad():  # initialise the lazy layers
         b = next(iter(train))
         model(inputs(b, dim), b.edge_index_dict)

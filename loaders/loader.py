@@ -27,6 +27,7 @@ import numba
 import numpy as np
 import torch
 
+from . import _compat
 from ._buffers import BufferPool, StagingRing
 from .budget import LoaderPlan, available_memory, parse_size, plan_loader
 from .cache import POLICIES, FeatureCache, degree_counts, presample_counts, rank_rows
@@ -44,8 +45,12 @@ def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
     """``(seed node type, seed ids)`` from the forms :class:`NeighborLoader` accepts.
 
     ``("paper", "train")`` (a split), ``("paper", ids)``, ``"train"`` (a split of the only
-    node type) or ``ids`` (homogeneous store).
+    node type), ``ids`` (homogeneous store) or ``None`` (every node of the only node type,
+    as PyG's ``input_nodes=None``).
     """
+    if input_nodes is None:
+        ntype = store._ntype(None)
+        return ntype, np.arange(store.num_nodes(ntype), dtype=np.int64)
     if isinstance(input_nodes, tuple) and len(input_nodes) == 2 and isinstance(input_nodes[0], str):
         ntype, what = input_nodes
         ids = store.split(what, ntype) if isinstance(what, str) else what
@@ -200,10 +205,33 @@ class NeighborLoader:
     ----------
     store
         An open :class:`featurestore.Store`.
-    input_nodes
-        Seeds: ``("paper", "train")``, ``("paper", ids)``, a split name or an id array.
     num_neighbors
-        Fanouts per layer (``[15, 10, 5]``), or a dict per edge type / relation name.
+        Fanouts per layer (``[15, 10, 5]``), or a dict per edge type / relation name; in
+        PyG's order (the seeds' layer first) unless ``fanout_order="dgl"``. Also a
+        ``dgl.dataloading.NeighborSampler`` or DGL's list of per-layer dicts. The argument
+        order is PyG's: ``NeighborLoader(store, num_neighbors, input_nodes)``; a
+        ``num_neighbors`` that is not a list or dict of integer fanouts (say, input nodes
+        passed second) raises :class:`~loaders.errors.LoaderArgumentError`.
+    input_nodes
+        Seeds: ``("paper", "train")``, ``("paper", ids)``, a split name, an id array, or
+        ``None`` (every node of a homogeneous store, as in PyG).
+    fanout_order
+        How a fanout list is read: ``"pyg"`` (first entry = the seeds' layer) or ``"dgl"``
+        (first entry = the input layer, as ``dgl.dataloading.NeighborSampler([...])``).
+        Default: ``"dgl"`` when ``output="dgl"``, else ``"pyg"``. A DGL sampler object is
+        always read in DGL's order.
+    transform
+        PyG's ``transform=``: a callable applied to each batch (after the conversion to
+        ``output``), in the loader's gather thread.
+    pin_memory
+        Pin the host buffers of CPU batches (when CUDA is available; batches for a CUDA
+        ``device`` always go through pinned buffers).
+    **kwargs
+        PyG's ``NeighborLoader``/PyTorch ``DataLoader`` and DGL ``DataLoader`` keywords: a
+        no-op value (``num_workers=0``, ``directed=True``, ``subgraph_type="directional"``,
+        ``disjoint=False``, ``filter_per_worker``...) is accepted; anything else raises
+        :class:`~loaders.errors.UnsupportedArgumentError` naming our equivalent
+        (``num_workers=4`` -> ``num_threads=``/``prefetch=``; see ``docs/compat.md``).
     batch_size, shuffle, drop_last
         As in PyTorch's ``DataLoader``; the order of each epoch comes from ``(seed, epoch)``.
     seed
@@ -259,22 +287,28 @@ class NeighborLoader:
 
     Examples
     --------
-    >>> loader = NeighborLoader(store, ("paper", "train"), [15, 10, 5], batch_size=1024,
+    >>> loader = NeighborLoader(store, [15, 10, 5], ("paper", "train"), batch_size=1024,
     ...                         shuffle=True, output="pyg", device="cuda")
     >>> for batch in loader:
     ...     out = model(batch.x_dict, batch.edge_index_dict)
     """
 
-    def __init__(self, store, input_nodes, num_neighbors, *, batch_size: int = 1024,
+    def __init__(self, store, num_neighbors, input_nodes=None, *, batch_size: int = 1024,
                  shuffle: bool = False, drop_last: bool = False, seed: int = 0,
                  output: str = "raw", device=None, prefetch: int = 2,
                  num_threads: int | None = None, replace: bool = False, feature: str = "feat",
                  labels: bool = True, staging_bytes: int = 64 << 20, topology: str | None = None,
                  rank: int = 0, world_size: int = 1, memory: int | str | None = None,
                  cache: str | None = "auto", batches_in_flight: int = 2,
-                 presample_epochs: int = 1):
+                 presample_epochs: int = 1, fanout_order: str | None = None,
+                 transform: Callable[[Any], Any] | None = None, pin_memory: bool = False,
+                 **kwargs):
         if output not in OUTPUTS:
             raise ValueError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
+        # PyG's/DGL's loader keywords: honoured or refused by name (docs/compat.md)
+        peer = _compat.peer_options(kwargs, transform=transform, pin_memory=pin_memory)
+        num_neighbors, replace = _compat.fanouts(num_neighbors, input_nodes, output=output,
+                                                 fanout_order=fanout_order, replace=replace)
         if not 0 <= rank < world_size:
             raise ValueError(f"Expected 0 <= rank < world_size. Got rank={rank}, "
                              f"world_size={world_size} instead.")
@@ -298,14 +332,14 @@ class NeighborLoader:
         self.num_threads = num_threads
         self.device = torch.device(device if device is not None else
                                    ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.pin = self.device.type == "cuda"
+        self.pin = self.device.type == "cuda" or (peer.pin_memory and torch.cuda.is_available())
         self.features = {t: store.features(t, feature) for t in store.node_types
                          if feature in store.feature_names(t)}
         self._labels = (store.labels(self.seed_type)
                         if labels and "label" in store.value_names(self.seed_type) else None)
         self._chunked = False  # tests set it to run the device path's chunking on the CPU
         self._staging = StagingRing(staging_bytes, pin=self.pin)
-        self._convert = self._converter(output)
+        self._convert = peer.wrap(self._converter(output))
         self.epoch = 0
         self.stats = LoaderStats()
         #: the memory plan (:class:`~loaders.budget.LoaderPlan`); ``print(loader.plan)``

@@ -16,7 +16,6 @@ Only this module imports torch_geometric (DESIGN.md: layers).
 
 from __future__ import annotations
 
-import itertools
 import threading
 from typing import Any, Optional
 
@@ -32,7 +31,10 @@ __all__ = ["to_pyg", "remote_backend", "StoreFeatureStore", "StoreGraphStore", "
 
 
 def _t(a: np.ndarray, device=None) -> torch.Tensor:
-    t = torch.from_numpy(np.ascontiguousarray(a))
+    a = np.ascontiguousarray(a)
+    if not a.flags.writeable:  # memory maps and store splits: torch warns on (and must not write) them
+        a = a.copy()
+    t = torch.from_numpy(a)
     return t if device is None else t.to(device)
 
 
@@ -85,16 +87,24 @@ class StoreFeatureStore(FeatureStore):
 
     Attribute names: ``x`` is the store feature ``feature`` (default ``feat``), ``y`` the
     labels; any other name is a store feature, then a per-node value array, of that name.
+
+    With ``homogeneous=True`` (the default for a store of one node type and one edge type)
+    attributes have ``group_name=None``, as PyG's own ``NeighborSampler`` and ``NodeLoader``
+    expect of a homogeneous graph (they then yield ``Data``); the node type's name is still
+    accepted as a group name.
     """
 
     read_only = True
 
-    def __init__(self, store, feature: str = "feat"):
+    def __init__(self, store, feature: str = "feat", homogeneous: bool | None = None):
         super().__init__()
         self.store, self.feature = store, feature
+        self.homogeneous = _homogeneous(store) if homogeneous is None else bool(homogeneous)
 
-    def _array(self, group: str, name: str):
+    def _array(self, group: str | None, name: str):
         s = self.store
+        if group is None:
+            group = s.node_types[0] if self.homogeneous else s._ntype(None)
         if name == "x":
             name = self.feature
         elif name == "y":
@@ -122,10 +132,11 @@ class StoreFeatureStore(FeatureStore):
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
         s, out = self.store, []
         for t in s.node_types:
+            g = None if self.homogeneous else t
             if self.feature in s.feature_names(t):
-                out.append(TensorAttr(t, "x"))
+                out.append(TensorAttr(g, "x"))
             if "label" in s.value_names(t):
-                out.append(TensorAttr(t, "y"))
+                out.append(TensorAttr(g, "y"))
         return out
 
     def _put_tensor(self, tensor, attr) -> bool:
@@ -137,17 +148,24 @@ class StoreFeatureStore(FeatureStore):
 
 
 class StoreGraphStore(GraphStore):
-    """PyG ``GraphStore`` over a store's CSC topology (read-only)."""
+    """PyG ``GraphStore`` over a store's CSC topology (read-only).
+
+    With ``homogeneous=True`` (the default for a store of one node type and one edge type)
+    the edge type is reported as ``None``, PyG's convention for a homogeneous graph; the
+    store's edge type is still accepted.
+    """
 
     read_only = True
 
-    def __init__(self, store):
+    def __init__(self, store, homogeneous: bool | None = None):
         super().__init__()
         self.store = store
+        self.homogeneous = _homogeneous(store) if homogeneous is None else bool(homogeneous)
 
     def _attrs(self):
         s = self.store
-        return {tuple(et): EdgeAttr(tuple(et), "csc", is_sorted=False,
+        return {tuple(et): EdgeAttr(None if self.homogeneous else tuple(et), "csc",
+                                    is_sorted=False,
                                     size=(s.num_nodes(et.src), s.num_nodes(et.dst)))
                 for et in s.edge_types}
 
@@ -158,8 +176,10 @@ class StoreGraphStore(GraphStore):
         if str(edge_attr.layout.value if hasattr(edge_attr.layout, "value")
                else edge_attr.layout) != "csc":
             return None  # PyG converts from the CSC layout it finds in get_all_edge_attrs
-        indptr, indices = self.store.csc(edge_attr.edge_type)
-        return (torch.from_numpy(np.asarray(indices, dtype=np.int64)),
+        et = edge_attr.edge_type
+        indptr, indices = self.store.csc(None if et is None else et)
+        # copies: the store's arrays are read-only memory maps
+        return (torch.from_numpy(np.array(indices, dtype=np.int64)),
                 torch.from_numpy(np.array(indptr, dtype=np.int64)))
 
     def _put_edge_index(self, edge_index, edge_attr) -> bool:
@@ -169,33 +189,74 @@ class StoreGraphStore(GraphStore):
         raise PermissionError(f"The store {self.store.url} is read-only.")
 
 
-def remote_backend(store, feature: str = "feat") -> tuple[StoreFeatureStore, StoreGraphStore]:
-    """``(feature_store, graph_store)`` for PyG loaders that take a remote backend."""
-    return StoreFeatureStore(store, feature), StoreGraphStore(store)
+def _homogeneous(store) -> bool:
+    return len(store.node_types) == 1 and len(store.edge_types) == 1
+
+
+def remote_backend(store, feature: str = "feat", homogeneous: bool | None = None
+                   ) -> tuple[StoreFeatureStore, StoreGraphStore]:
+    """``(feature_store, graph_store)`` for PyG loaders that take a remote backend.
+
+    A store of one node type and one edge type is presented as a homogeneous graph (group
+    and edge type ``None``), so PyG's own ``NeighborLoader``/``NeighborSampler`` take plain
+    ``input_nodes`` and yield ``Data``; pass ``homogeneous=False`` to keep the types.
+    """
+    return (StoreFeatureStore(store, feature, homogeneous),
+            StoreGraphStore(store, homogeneous))
 
 
 class NeighborSampler(BaseSampler):
     """Our numba sampler as a PyG ``BaseSampler`` (node-level tasks).
 
-    Randomness comes from ``(seed, epoch, n)`` where ``n`` counts the calls since
-    :meth:`set_epoch`: reproducible when PyG calls it from one process in order.
+    Randomness comes from ``(seed, epoch, n)``, ``n`` being the index of the batch since
+    :meth:`set_epoch`. In a ``DataLoader`` worker process (``NodeLoader(num_workers=W)``),
+    worker ``w`` sees batches ``w, w + W, w + 2W, ...`` (PyTorch's round-robin), so its
+    ``k``-th call is batch ``k * W + w``: the draws are the same whatever ``num_workers``.
+    Picklable (for ``spawn``): the store reopens itself in the worker. ``set_epoch`` in the
+    parent reaches workers started after it (not ``persistent_workers``).
+
+    Temporal sampling is not supported: a ``NodeLoader`` given ``input_time`` raises
+    :class:`~loaders.errors.UnsupportedArgumentError` at the first batch.
     """
 
     def __init__(self, store, num_neighbors, *, replace: bool = False, seed: int = 0,
                  num_threads: int | None = None):
         self.core = _CoreSampler(store, num_neighbors, replace=replace, num_threads=num_threads)
         self.seed, self.epoch = seed, 0
-        self._calls = itertools.count()
+        self._calls = 0
         self._lock = threading.Lock()
         g = self.core.graph
         self.homogeneous = len(g.node_types) == 1 and len(g.edge_types) == 1
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def set_epoch(self, epoch: int) -> None:
-        self.epoch, self._calls = int(epoch), itertools.count()
+        with self._lock:
+            self.epoch, self._calls = int(epoch), 0
+
+    def _next_batch(self) -> int:
+        with self._lock:
+            k = self._calls
+            self._calls += 1
+        info = torch.utils.data.get_worker_info()
+        return k if info is None else k * info.num_workers + info.id
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput | HeteroSamplerOutput:
-        with self._lock:
-            k = next(self._calls)
+        if index.time is not None:
+            from .errors import UnsupportedArgumentError
+            raise UnsupportedArgumentError(
+                "Expected no input_time: loaders.pyg.NeighborSampler does not sample "
+                "temporally (every neighbour may be newer than its seed). Got input_time for "
+                f"{index.node.numel()} seeds instead. Drop input_time (and time_attr), or use "
+                "PyG's own NeighborSampler with time_attr for temporal sampling.")
+        k = self._next_batch()
         seed_type = index.input_type or self.core.graph.node_types[0]
         sub = self.core.sample(index.node.numpy(), seed_type, seed=self.seed, epoch=self.epoch,
                                batch=k)

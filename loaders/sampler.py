@@ -301,9 +301,26 @@ class NeighborSampler:
     def __init__(self, graph, num_neighbors, *, replace: bool = False,
                  num_threads: int | None = None, topology: str = "mmap"):
         self.graph = CSCGraph.of(graph, topology)
+        # pickling reopens the topology from the store (never ships memory maps)
+        self._source = None if isinstance(graph, CSCGraph) else (graph, topology)
         self.fanouts = Fanouts.parse(num_neighbors, self.graph.edge_types)
         self.replace = bool(replace)
         self.num_threads = num_threads
+        self._local = threading.local()
+
+    def __getstate__(self) -> dict:
+        """Picklable for worker processes (``spawn``): the per-thread tables are dropped, and a
+        sampler built from a store carries the store (which reopens itself), not its CSC."""
+        state = dict(self.__dict__)
+        del state["_local"]
+        if self._source is not None:
+            del state["graph"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self._source is not None:
+            self.graph = CSCGraph.of(*self._source)
         self._local = threading.local()
 
     @property

@@ -223,7 +223,8 @@ def run(args) -> dict:
             elif mode == "ours-dgl":
                 from loaders import NeighborLoader
 
-                ld = NeighborLoader(store, (ntype, seeds.numpy()), args.fanouts, batch_size=bs,
+                ld = NeighborLoader(store, args.fanouts, (ntype, seeds.numpy()), fanout_order="pyg",
+                                    batch_size=bs,
                                     shuffle=True, output="dgl", device="cpu", seed=args.seed,
                                     feature=args.feature, num_threads=args.threads)
 

@@ -29,7 +29,7 @@ def no_leaked_threads():
 @pytest.mark.parametrize("shuffle,drop_last", [(False, False), (True, False), (True, True)])
 def test_epoch_covers_inputs_once(homo_store, shuffle, drop_last):
     train = np.asarray(homo_store.split("train"))
-    ld = NeighborLoader(homo_store, "train", [4, 3], batch_size=128, shuffle=shuffle,
+    ld = NeighborLoader(homo_store, [4, 3], "train", batch_size=128, shuffle=shuffle,
                         drop_last=drop_last, device="cpu")
     seen, n = [], 0
     for mb in ld:
@@ -50,7 +50,7 @@ def test_epoch_covers_inputs_once(homo_store, shuffle, drop_last):
 
 
 def test_features_labels_and_sampling_match_the_store(homo_store):
-    ld = NeighborLoader(homo_store, "train", [5, 5], batch_size=100, shuffle=True, seed=3,
+    ld = NeighborLoader(homo_store, [5, 5], "train", batch_size=100, shuffle=True, seed=3,
                         device="cpu")
     F = homo_store.features(None, "feat").numpy()
     labels = np.asarray(homo_store.labels())
@@ -69,9 +69,9 @@ def test_epochs_differ_and_runs_repeat(homo_store):
     def run(loader):
         return [[mb.subgraph.node["node"].copy() for mb in loader] for _ in range(2)]
 
-    a = run(NeighborLoader(homo_store, "train", [3, 3], batch_size=200, shuffle=True, seed=9,
+    a = run(NeighborLoader(homo_store, [3, 3], "train", batch_size=200, shuffle=True, seed=9,
                            device="cpu", num_threads=1))
-    b = run(NeighborLoader(homo_store, "train", [3, 3], batch_size=200, shuffle=True, seed=9,
+    b = run(NeighborLoader(homo_store, [3, 3], "train", batch_size=200, shuffle=True, seed=9,
                            device="cpu", num_threads=2, prefetch=4))
     for ea, eb in zip(a, b):
         assert all(np.array_equal(x, y) for x, y in zip(ea, eb))
@@ -80,7 +80,7 @@ def test_epochs_differ_and_runs_repeat(homo_store):
 
 def test_kept_batches_are_not_overwritten(homo_store):
     """Buffers are reused only once the loop dropped the batch that used them."""
-    ld = NeighborLoader(homo_store, "train", [5], batch_size=64, device="cpu")
+    ld = NeighborLoader(homo_store, [5], "train", batch_size=64, device="cpu")
     F = homo_store.features(None, "feat").numpy()
     kept = list(ld)
     for mb in kept:
@@ -94,7 +94,7 @@ def test_kept_batches_are_not_overwritten(homo_store):
 
 
 def test_break_stops_every_thread(homo_store):
-    ld = NeighborLoader(homo_store, "train", [5, 5], batch_size=16, device="cpu", prefetch=2)
+    ld = NeighborLoader(homo_store, [5, 5], "train", batch_size=16, device="cpu", prefetch=2)
     it = iter(ld)
     next(it)
     assert loader_threads()  # stages are running ahead
@@ -105,7 +105,7 @@ def test_break_stops_every_thread(homo_store):
 
 
 def test_exception_in_training_loop_stops_threads(homo_store):
-    ld = NeighborLoader(homo_store, "train", [5, 5], batch_size=16, device="cpu")
+    ld = NeighborLoader(homo_store, [5, 5], "train", batch_size=16, device="cpu")
     with pytest.raises(RuntimeError, match="boom"):
         for i, _ in enumerate(ld):
             if i == 1:
@@ -113,7 +113,7 @@ def test_exception_in_training_loop_stops_threads(homo_store):
 
 
 def test_stage_exception_reaches_the_loop_with_its_traceback(homo_store, monkeypatch):
-    ld = NeighborLoader(homo_store, "train", [5], batch_size=64, device="cpu")
+    ld = NeighborLoader(homo_store, [5], "train", batch_size=64, device="cpu")
 
     def broken(self, seeds, *a, **kw):
         if kw["batch"] == 2:
@@ -131,8 +131,8 @@ def test_stage_exception_reaches_the_loop_with_its_traceback(homo_store, monkeyp
 
 
 def test_heterogeneous_loader(hetero_store):
-    ld = NeighborLoader(hetero_store, ("paper", "train"), {"cites": [4, 2], "writes": [3, 2],
-                        "rev_writes": [2, 2]}, batch_size=100, device="cpu")
+    ld = NeighborLoader(hetero_store, {"cites": [4, 2], "writes": [3, 2],
+                        "rev_writes": [2, 2]}, ("paper", "train"), batch_size=100, device="cpu")
     F = hetero_store.features("paper", "feat").numpy()
     for mb in ld:
         assert set(mb.x) == {"paper"}  # only papers have features
@@ -143,28 +143,28 @@ def test_heterogeneous_loader(hetero_store):
 
 def test_input_node_forms_and_errors(hetero_store, homo_store):
     ids = np.asarray(hetero_store.split("valid", "paper"))
-    a = NeighborLoader(hetero_store, ("paper", ids), [2], batch_size=7, device="cpu")
-    b = NeighborLoader(hetero_store, ("paper", "valid"), [2], batch_size=7, device="cpu")
+    a = NeighborLoader(hetero_store, [2], ("paper", ids), batch_size=7, device="cpu")
+    b = NeighborLoader(hetero_store, [2], ("paper", "valid"), batch_size=7, device="cpu")
     assert np.array_equal(a.input_nodes, b.input_nodes) and len(a) == len(b)
-    c = NeighborLoader(homo_store, torch.arange(10), [2], batch_size=4, device="cpu")
+    c = NeighborLoader(homo_store, [2], torch.arange(10), batch_size=4, device="cpu")
     assert len(c) == 3
     with pytest.raises(IndexError, match="input nodes in"):
-        NeighborLoader(homo_store, [0, 10**9], [2], device="cpu")
+        NeighborLoader(homo_store, [2], [0, 10**9], device="cpu")
     with pytest.raises(TypeError, match="1-D integer"):
-        NeighborLoader(homo_store, np.zeros((2, 2), np.int64), [2], device="cpu")
+        NeighborLoader(homo_store, [2], np.zeros((2, 2), np.int64), device="cpu")
     with pytest.raises(ValueError, match="output in"):
-        NeighborLoader(homo_store, "train", [2], output="jax")
+        NeighborLoader(homo_store, [2], "train", output="jax")
     with pytest.raises(KeyError, match="node type"):
-        NeighborLoader(hetero_store, "train", [2])
+        NeighborLoader(hetero_store, [2], "train")
 
 
 @pytest.mark.parametrize("staging_bytes", [1000, 64 << 20, 10])
 def test_chunked_device_path_on_cpu(hetero_store, staging_bytes):
     """The GPU path's chunked gather (staging ring, slice copies), run on the CPU."""
-    ld = NeighborLoader(hetero_store, ("paper", "train"), [3, 2], batch_size=100, device="cpu",
+    ld = NeighborLoader(hetero_store, [3, 2], ("paper", "train"), batch_size=100, device="cpu",
                         staging_bytes=staging_bytes)
     ld._chunked = True
-    ref = NeighborLoader(hetero_store, ("paper", "train"), [3, 2], batch_size=100, device="cpu")
+    ref = NeighborLoader(hetero_store, [3, 2], ("paper", "train"), batch_size=100, device="cpu")
     F = hetero_store.features("paper", "feat").numpy()
     n = 0
     for a, b in zip(ld, ref):
@@ -181,7 +181,7 @@ def test_ranks_take_disjoint_equal_shares(homo_store):
     n = len(homo_store.split("train"))
     shares = []
     for rank in range(3):
-        ld = NeighborLoader(homo_store, "train", [2], batch_size=50, shuffle=True, seed=4,
+        ld = NeighborLoader(homo_store, [2], "train", batch_size=50, shuffle=True, seed=4,
                             device="cpu", rank=rank, world_size=3)
         shares.append(np.concatenate([p for p in ld.batch_order(0)]))
         assert len(ld) == -(-(n // 3) // 50)
@@ -189,4 +189,4 @@ def test_ranks_take_disjoint_equal_shares(homo_store):
     allpos = np.concatenate(shares)
     assert np.unique(allpos).shape[0] == allpos.shape[0] == 3 * (n // 3)
     with pytest.raises(ValueError, match="rank"):
-        NeighborLoader(homo_store, "train", [2], rank=3, world_size=3)
+        NeighborLoader(homo_store, [2], "train", rank=3, world_size=3)

@@ -31,7 +31,7 @@ def test_homogeneous_batch_equals_full_graph_inference(homo_store):
     et = homo_store.edge_types[0]
     with torch.no_grad():
         full = model(x, full_edge_index(homo_store, et))
-    ld = NeighborLoader(homo_store, "valid", [-1, -1], batch_size=40, output="pyg", device="cpu")
+    ld = NeighborLoader(homo_store, [-1, -1], "valid", batch_size=40, output="pyg", device="cpu")
     for b in ld:
         assert isinstance(b, Data)
         assert b.x.shape[0] == b.n_id.shape[0] == sum(b.num_sampled_nodes)
@@ -72,7 +72,7 @@ def test_heterogeneous_batch_equals_full_graph_inference(hetero_store):
     with torch.no_grad():
         full = model(hetero_inputs(s, xp, n),
                      {tuple(et): full_edge_index(s, et) for et in s.edge_types})["paper"]
-    ld = NeighborLoader(s, ("paper", "test"), [-1, -1], batch_size=64, output="pyg",
+    ld = NeighborLoader(s, [-1, -1], ("paper", "test"), batch_size=64, output="pyg",
                         device="cpu")
     for b in ld:
         assert isinstance(b, HeteroData)
@@ -148,8 +148,8 @@ def test_same_computation_graph_as_pygs_neighborloader(homo_store):
     et = homo_store.edge_types[0]
     data = Data(x=torch.from_numpy(np.array(homo_store.features(None, "feat").numpy())),
                 edge_index=full_edge_index(homo_store, et), num_nodes=homo_store.num_nodes())
-    seeds = torch.from_numpy(np.asarray(homo_store.split("valid")))
-    ours = NeighborLoader(homo_store, seeds, [-1, -1], batch_size=50, output="pyg", device="cpu")
+    seeds = torch.from_numpy(np.array(homo_store.split("valid")))
+    ours = NeighborLoader(homo_store, [-1, -1], seeds, batch_size=50, output="pyg", device="cpu")
     theirs = PygLoader(data, num_neighbors=[-1, -1], input_nodes=seeds, batch_size=50)
     for a, b in zip(ours, theirs):
         assert a.batch_size == b.batch_size
@@ -162,3 +162,73 @@ def test_same_computation_graph_as_pygs_neighborloader(homo_store):
         eb = set(map(tuple, b.n_id[b.edge_index].T.tolist()))
         assert ea == eb
         assert torch.equal(a.x, b.x[torch.argsort(b.n_id)][torch.argsort(torch.argsort(a.n_id))])
+
+
+def test_input_time_is_refused_not_ignored(hetero_store):
+    """Temporal sampling is not implemented: NodeLoader's input_time must fail, not be dropped."""
+    from loaders.errors import UnsupportedArgumentError
+
+    ids = torch.from_numpy(np.array(hetero_store.split("train", "paper")))
+    year = torch.from_numpy(np.asarray(hetero_store.values("paper", "year"))[ids.numpy()])
+    loader = NodeLoader(remote_backend(hetero_store), node_sampler=NeighborSampler(hetero_store, [2]),
+                        input_nodes=("paper", ids), input_time=year, batch_size=50)
+    with pytest.raises(UnsupportedArgumentError, match="input_time"):
+        next(iter(loader))
+
+
+def test_homogeneous_store_is_a_homogeneous_remote_backend(homo_store, hetero_store):
+    fs_, gs_ = remote_backend(homo_store)
+    assert {(a.group_name, a.attr_name) for a in fs_.get_all_tensor_attrs()} == {(None, "x"),
+                                                                                   (None, "y")}
+    (attr,) = gs_.get_all_edge_attrs()
+    assert attr.edge_type is None and attr.size == (homo_store.num_nodes(),) * 2
+    idx = torch.tensor([3, 0, 3])
+    want = torch.from_numpy(np.asarray(homo_store.features(None, "feat").numpy())[idx.numpy()])
+    assert torch.equal(fs_[None, "x", idx], want)
+    assert torch.equal(fs_[homo_store.node_types[0], "x", idx], want)  # the type name works too
+    indptr, indices = homo_store.csc()
+    row, colptr, _ = gs_.csc()
+    assert np.array_equal(row.numpy(), indices) and np.array_equal(colptr.numpy(), indptr)
+    typed, _ = remote_backend(homo_store, homogeneous=False)
+    assert {a.group_name for a in typed.get_all_tensor_attrs()} == set(homo_store.node_types)
+    assert all(a.edge_type is not None for a in remote_backend(hetero_store)[1].get_all_edge_attrs())
+
+
+def test_no_tensors_over_read_only_memory(homo_store):
+    """Store arrays are read-only memory maps: a tensor over one makes torch warn (once per
+    process) and must never be written. What the adapters hand torch is a copy."""
+    from loaders.pyg import _t
+
+    fs_, gs_ = remote_backend(homo_store)
+    indptr, indices = homo_store.csc()
+    row, colptr, _ = gs_.csc()
+    assert not np.shares_memory(row.numpy(), indices)
+    assert not np.shares_memory(colptr.numpy(), indptr)
+    split = homo_store.split("train")
+    t = _t(split)
+    assert not np.shares_memory(t.numpy(), split) and np.array_equal(t.numpy(), split)
+    writable = np.arange(4)
+    assert np.shares_memory(_t(writable).numpy(), writable)  # no needless copy
+
+
+@pytest.mark.skipif(not any(__import__("importlib").util.find_spec(m)
+                            for m in ("torch_sparse", "pyg_lib")),
+                    reason="PyG's own sampler needs torch-sparse or pyg-lib (../shared/wheels)")
+def test_pygs_own_sampler_over_the_remote_backend(homo_store):
+    """PyG's NeighborLoader on (FeatureStore, GraphStore) of a homogeneous store: Data batches
+    whose edges and features are the store's."""
+    from torch_geometric.loader import NeighborLoader as PygLoader
+
+    ids = torch.from_numpy(np.array(homo_store.split("train")))
+    F = np.asarray(homo_store.features(None, "feat").numpy())
+    indptr, indices = homo_store.csc()
+    for b in PygLoader(remote_backend(homo_store), num_neighbors=[3, 2], input_nodes=ids,
+                       batch_size=200):
+        assert isinstance(b, Data)
+        n_id = b.n_id.numpy()
+        assert np.array_equal(b.x.numpy(), F[n_id])
+        assert np.array_equal(n_id[:b.batch_size], ids.numpy()[b.input_id.numpy()])
+        src, dst = n_id[b.edge_index[0].numpy()], n_id[b.edge_index[1].numpy()]
+        e_id = b.e_id.numpy()
+        assert np.array_equal(np.asarray(indices)[e_id], src)
+        assert np.all((indptr[dst] <= e_id) & (e_id < indptr[dst + 1]))

@@ -20,7 +20,7 @@ def accuracy(model, store, split) -> float:
     model.eval()
     right = total = 0
     with torch.no_grad():
-        for b in NeighborLoader(store, split, [10, 10], batch_size=256, output="pyg",
+        for b in NeighborLoader(store, [10, 10], split, batch_size=256, output="pyg",
                                 device="cpu"):
             pred = model(b.x, b.edge_index)[: b.batch_size].argmax(1)
             right += int((pred == b.y).sum())
@@ -56,7 +56,7 @@ def test_graphsage_learns_planted_signal(tmp_path):
     torch.manual_seed(0)
     model = GraphSAGE(16, 64, num_layers=2, out_channels=CLASSES)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    loader = NeighborLoader(store, "train", [10, 10], batch_size=128, shuffle=True,
+    loader = NeighborLoader(store, [10, 10], "train", batch_size=128, shuffle=True,
                             output="pyg", device="cpu", seed=0)
     for _ in range(3):
         for b in loader:

@@ -39,9 +39,9 @@ def test_dgl_output_equals_to_dgl_of_raw_batches(store):
     """output="dgl" yields to_dgl of the very batches output="raw" yields for the same seed."""
     s, seeds = store
     kw = dict(batch_size=64, shuffle=True, seed=3, device="cpu")
-    dgl_batches = list(NeighborLoader(s, seeds, FANOUTS, output="dgl", **kw))
-    raw = list(NeighborLoader(s, seeds, FANOUTS, output="raw", **kw))
-    assert len(dgl_batches) == len(raw) == len(NeighborLoader(s, seeds, FANOUTS, **kw))
+    dgl_batches = list(NeighborLoader(s, FANOUTS, seeds, output="dgl", fanout_order="pyg", **kw))
+    raw = list(NeighborLoader(s, FANOUTS, seeds, output="raw", **kw))
+    assert len(dgl_batches) == len(raw) == len(NeighborLoader(s, FANOUTS, seeds, **kw))
     for (inp, out, blocks), mb in zip(dgl_batches, raw):
         ref_in, ref_out, ref_blocks = to_dgl(mb)
         nt = mb.subgraph.seed_type
@@ -57,7 +57,7 @@ def test_dgl_output_equals_to_dgl_of_raw_batches(store):
 def test_batches_kept_by_the_training_loop_are_not_overwritten(store):
     """The loader reuses feature buffers; blocks kept across batches must keep their features."""
     s, seeds = store
-    kept = list(NeighborLoader(s, seeds, FANOUTS, batch_size=20, shuffle=True, seed=1,
+    kept = list(NeighborLoader(s, FANOUTS, seeds, batch_size=20, shuffle=True, seed=1,
                                output="dgl", device="cpu", prefetch=3))
     assert len(kept) > 4
     labels_of = {nt: np.asarray(s.labels(nt)) for nt in s.node_types if "label" in s.value_names(nt)}

@@ -84,9 +84,9 @@ def test_dgl_graphsage_learns_the_planted_signal(signal_store):
     torch.manual_seed(0)
     model = SAGE(16, 64, NUM_CLASSES)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    train = NeighborLoader(store, ("node", "train"), [10, 10], batch_size=256, shuffle=True,
+    train = NeighborLoader(store, [10, 10], ("node", "train"), batch_size=256, shuffle=True,
                            output="dgl", device="cpu")
-    test = NeighborLoader(store, ("node", "test"), [10, 10], batch_size=1000, output="dgl",
+    test = NeighborLoader(store, [10, 10], ("node", "test"), batch_size=1000, output="dgl",
                           device="cpu")
     for epoch in range(8):
         model.train()

@@ -1,0 +1,104 @@
+"""The numba threading layer of the loaders: fork-safe by default.
+
+numba picks its threading layer when the first parallel kernel runs: TBB, else GNU OpenMP,
+else its own ``workqueue``. GNU OpenMP does not survive ``fork``: a PyTorch ``DataLoader``
+worker forked after the parent ran a torch CPU op (torch's OpenMP pool) or a parallel numba
+kernel hangs, or dies with "fork() called from a process already using GNU OpenMP". And
+``workqueue`` aborts on concurrent parallel regions, so the sampler runs its serial kernels
+under it (:func:`loaders._kernels._parallel_ok`).
+
+:func:`choose` (run by ``import loaders``) therefore asks numba for its ``"forksafe"`` layer,
+which is TBB, falling back to ``workqueue`` where TBB cannot be loaded. TBB comes from the
+``tbb`` wheel (a dependency of this package); pip installs its ``libtbb.so.12`` under
+``<prefix>/lib``, which is not on the dynamic loader's path, so it is loaded here by full path
+first (numba's ``tbbpool`` extension then links against it by name).
+
+A user's own choice wins: with ``NUMBA_THREADING_LAYER`` set in the environment (or
+``numba.config.THREADING_LAYER`` set before ``import loaders``), or once a parallel kernel has run (the layer is then fixed for the process), nothing is changed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import sys
+
+import numba
+
+__all__ = ["choose", "tbb_loadable", "DEFAULT_LAYER"]
+
+log = logging.getLogger(__name__)
+
+#: what the loaders ask numba for when the user did not choose: TBB, else workqueue.
+DEFAULT_LAYER = "forksafe"
+
+_LIB = "libtbb.so.12" if sys.platform.startswith("linux") else None
+
+
+def _candidate_dirs() -> list[str]:
+    dirs = [os.path.join(sys.prefix, "lib"), os.path.join(sys.base_prefix, "lib")]
+    try:  # where pip put the tbb wheel's libraries (a --user or --target install)
+        from importlib.metadata import PackageNotFoundError, distribution
+
+        try:
+            for f in distribution("tbb").files or ():
+                if f.name == _LIB:
+                    dirs.insert(0, str(f.locate().parent))
+        except PackageNotFoundError:
+            pass
+    except ImportError:  # pragma: no cover
+        pass
+    return list(dict.fromkeys(dirs))
+
+
+def tbb_loadable() -> bool:
+    """Whether numba's TBB layer can load, loading pip's ``libtbb`` by path if needed."""
+    try:
+        from numba.np.ufunc import tbbpool  # noqa: F401
+        return True
+    except ImportError:
+        pass
+    if _LIB is None:
+        return False
+    for d in _candidate_dirs():
+        path = os.path.join(d, _LIB)
+        if not os.path.exists(path):
+            continue
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            from numba.np.ufunc import tbbpool  # noqa: F401,F811
+            return True
+        except (OSError, ImportError) as e:
+            log.debug("TBB at %s did not load: %s", path, e)
+    return False
+
+
+def _launched() -> bool:
+    from numba.np.ufunc import parallel
+
+    return bool(getattr(parallel, "_is_initialized", False))
+
+
+def choose() -> str | None:
+    """Set numba's threading layer to :data:`DEFAULT_LAYER` unless the user chose one.
+
+    Returns the layer asked for, or ``None`` when it was left alone (``NUMBA_THREADING_LAYER``
+    set, or the layer already running).
+    """
+    tbb_loadable()  # also when the user asked for tbb (or "safe"): pip's libtbb is off the path
+    if os.environ.get("NUMBA_THREADING_LAYER") or \
+            str(numba.config.THREADING_LAYER).lower() != "default":  # set in code or .numba_config.yaml
+        return None
+    if _launched():
+        try:
+            layer = numba.threading_layer()
+        except ValueError:  # pragma: no cover
+            layer = "?"
+        if layer == "omp":
+            log.warning("numba's threading layer is already GNU OpenMP (a parallel kernel ran "
+                        "before 'import loaders'): DataLoader workers forked from this process "
+                        "may hang. Import loaders first, or set NUMBA_THREADING_LAYER=tbb.")
+        return None
+    numba.config.THREADING_LAYER = DEFAULT_LAYER
+    return DEFAULT_LAYER
