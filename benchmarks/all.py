@@ -52,7 +52,7 @@ class Sizes:
     sample_batches: int = 10
     loader_batches: int = 20
     loader_seconds: float = 15.0
-    cache_batches: int | None = 30
+    cache_batches: int | None = 20
 
     @classmethod
     def at(cls, scale: float) -> "Sizes":
@@ -66,7 +66,7 @@ class Sizes:
                    thread_counts=(1, 4, 16, 32, 64) if big else (1, 4, 16, 32),
                    thread_batch=30_000 if big else 5_000, sample_batches=20 if big else 10,
                    loader_batches=50 if big else 20, loader_seconds=30.0 if big else 10.0,
-                   cache_batches=100 if big else 30)
+                   cache_batches=100 if big else 20)
 
     @classmethod
     def quick(cls) -> "Sizes":

@@ -107,8 +107,8 @@ def _cmd_verify(args) -> int:
 
 
 def _cmd_plan(args) -> int:
+    from loaders.budget import parse_size  # as NeighborLoader(memory=) reads sizes: GB = 1e9
     from loaders.plan import INTERPRETER_BYTES, parse_input, plan
-    from preprocess.memory import parse_size
 
     fanouts = [int(x) for x in args.fanouts.split(",") if x.strip()]
     memory = parse_size(args.memory) if args.memory else None

@@ -285,3 +285,16 @@ def test_bench_cache_cli_end_to_end(tmp_path, capsys):
     md = (out / "cache.md").read_text()
     assert "presample static / optimal static" in md and "SIEVE" in md
     assert "| Belady (offline optimum) |" in capsys.readouterr().out
+
+
+def test_bench_all_runs_the_cache_part(tmp_path):
+    from featurestore.cli import main
+
+    out = tmp_path / "out"
+    assert main(["bench", "all", "--quick", "--parts", "cache", "--workdir",
+                 str(tmp_path / "data"), "--out", str(out)]) == 0
+    rep = json.loads((out / "all.json").read_text())
+    cache = rep["reports"]["cache"]
+    assert cache["benchmark"] == "cache" and cache["results"][0]["table"]
+    assert "## Feature-cache policies" in (out / "report.md").read_text()
+    assert (out / "cache.json").exists()
