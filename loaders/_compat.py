@@ -143,6 +143,7 @@ _REFUSED: dict[str, tuple[tuple, str]] = {
     "neighbor_sampler": ((None,), "the sampler is ours (numba, over the store's CSC); pass "
                                   "its options (num_neighbors, replace, seed) to the loader"),
     "transform_sampler_output": ((None,), "use transform= on the Data/HeteroData batch"),
+    "input_id": ((None,), "each batch's input_id holds its seeds' positions in input_nodes"),
     "is_sorted": (None, ""),
     "share_memory": (None, ""),
     "filter_per_worker": (None, ""),

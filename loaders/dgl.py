@@ -19,6 +19,12 @@ requires) and its edges the first edges of each type. This is the block form of 
 ``trim_to_layer``. DGL's own ``NeighborSampler`` draws fresh neighbours for every layer instead;
 both are unbiased neighbourhood samples and train the same models.
 
+Fanout order: DGL lists fanouts from the input layer (``NeighborSampler([5, 10, 15])`` samples
+15 neighbours per seed), PyG from the seeds. ``NeighborLoader(..., output="dgl")`` reads fanout
+lists in DGL's order (``fanout_order="dgl"``, its default there) and accepts a
+``dgl.dataloading.NeighborSampler`` as ``num_neighbors``; ``docs/compat.md`` has the rule and
+every DGL ``DataLoader`` argument.
+
 DGL is an optional dependency imported only when this module's functions run. The newest DGL
 wheel for Linux is 2.1.0, which needs torch 2.0-2.2.1 and numpy 1.x; ``scripts/dgl-env.sh``
 builds such an environment.

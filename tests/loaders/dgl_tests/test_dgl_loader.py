@@ -72,3 +72,25 @@ def test_batches_kept_by_the_training_loop_are_not_overwritten(store):
         seed_type = next(iter(output_nodes)) if isinstance(output_nodes, dict) else s.node_types[0]
         y = _per_type(blocks[-1].dstdata["label"], seed_type).numpy()
         np.testing.assert_array_equal(y, labels_of[seed_type][_per_type(output_nodes, seed_type).numpy()])
+
+
+def test_dgl_fanout_order_and_sampler_object(store):
+    """DGL lists fanouts from the input layer: with output="dgl", [3, 5], DGL's
+    NeighborSampler([3, 5]) and [5, 3] in PyG's order are the same batches, 5 edges per seed."""
+    import torch
+
+    s, seeds = store
+    kw = dict(batch_size=64, shuffle=True, seed=2, device="cpu")
+    a = list(NeighborLoader(s, [3, 5], seeds, output="dgl", **kw))
+    b = list(NeighborLoader(s, dgl.dataloading.NeighborSampler([3, 5]), seeds, output="dgl", **kw))
+    c = list(NeighborLoader(s, [5, 3], seeds, output="dgl", fanout_order="pyg", **kw))
+    assert len(a) == len(b) == len(c) > 1
+    for (_, _, ba), (_, _, bb), (_, _, bc) in zip(a, b, c):
+        for other in (bb, bc):
+            for k in range(2):
+                for et in ba[k].canonical_etypes:
+                    assert torch.equal(ba[k].edges[et].data[dgl.EID], other[k].edges[et].data[dgl.EID])
+        last = ba[-1]  # the seeds' layer
+        for et in last.canonical_etypes:
+            if last.num_edges(et):
+                assert int(last.in_degrees(etype=et).max()) <= 5
