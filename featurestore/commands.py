@@ -131,16 +131,29 @@ def _cmd_plan(args) -> int:
     return 0
 
 
-def _probe_iops(store: str, seconds: float) -> tuple[float, str]:
-    """Random 4 KiB reads/s at queue depth 32 on the store's device (page cache bypassed)."""
+def _probe_iops(store: str, seconds: float) -> tuple[float | None, str]:
+    """Random 4 KiB reads/s at queue depth 32 on the store's device, read through the store's
+    largest file with the page cache bypassed (nothing is written)."""
     import os
 
-    from benchmarks.all import run_device
+    from benchmarks.all import MIN_PROBE_MIB, run_device
 
-    rep = run_device(store if os.path.isdir(store) else ".", seconds=seconds, size_mib=256)
+    best, size = None, -1
+    for d, _, names in os.walk(store):
+        for n in names:
+            p = os.path.join(d, n)
+            s = os.path.getsize(p) if os.path.isfile(p) else -1
+            if s > size:
+                best, size = p, s
+    if best is None or size < MIN_PROBE_MIB << 20:
+        sys.stderr.write(f"{store}: no file of {MIN_PROBE_MIB} MiB to probe the device "
+                         "through; pass --read-iops for the device bound\n")
+        return None, "none"
+    rep = run_device(best, seconds=seconds, size_mib=MIN_PROBE_MIB)
     d = next(iter(rep["results"].values()))
     sys.stderr.write(f"measured {d['randread_4k_qd32_iops']:,.0f} random 4 KiB reads/s at "
-                     f"queue depth 32 ({d['tool']}); pass --read-iops to skip the probe\n")
+                     f"queue depth 32 ({d['tool']}, {seconds:g} s per probe); pass --read-iops "
+                     "to skip the probe\n")
     return float(d["randread_4k_qd32_iops"]), f"measured ({d['tool']}, QD32)"
 
 
