@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, pinned (from the package registry only)
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[test,pyg,bench]'
+	$(BIN)/pip install --quiet -e '.[test,pyg,bench,s3]'
 	touch $(STAMP)
 
 demo: $(STAMP)
