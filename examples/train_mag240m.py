@@ -59,7 +59,7 @@ def evaluate(model, loader, dim: int, max_batches: int | None) -> float:
                 break
             bs = b["paper"].batch_size
             out = model(inputs(b, dim), b.edge_index_dict)["paper"][:bs]
-            right += int((out.argmax(1) == b["paper"].y).sum())
+            right += int((out.argmax(1) == b["paper"].y[:bs]).sum())  # y[:batch_size]: the seeds
             total += bs
     model.train()
     return right / max(total, 1)
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
             bs = b["paper"].batch_size
             opt.zero_grad()
             out = model(inputs(b, dim), b.edge_index_dict)["paper"][:bs]
-            loss = F.cross_entropy(out, b["paper"].y)
+            loss = F.cross_entropy(out, b["paper"].y[:bs])
             loss.backward()
             opt.step()
             loss_sum += float(loss.detach()) * bs
