@@ -24,7 +24,7 @@ if [ ! -f "$STAMP" ] || [ "$0" -nt "$STAMP" ] || [ "$CONSTRAINTS" -nt "$STAMP" ]
     "$VENV/bin/pip" install -c "$CONSTRAINTS" \
         "dgl==2.1.0" "torch==2.2.1" "torchdata==0.7.1" "pandas<3" "pydantic>=2" \
         "numpy>=1.26,<2" "numba>=0.59,<0.62" "zarr>=3.1,<3.2" "pyarrow>=14,<26" "fsspec>=2024.2" \
-        "google-crc32c>=1.5" "tqdm>=4.60" "pyyaml>=6" "scipy>=1.11" \
+        "google-crc32c>=1.5" "tqdm>=4.60" "pyyaml>=6" "tbb>=2021.6" "scipy>=1.11" \
         "pytest>=8" "hypothesis>=6" "aiohttp>=3.9" "requests>=2.31"
     "$VENV/bin/pip" install --quiet --no-deps -e .
     touch "$STAMP"
