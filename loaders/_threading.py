@@ -36,20 +36,26 @@ DEFAULT_LAYER = "forksafe"
 _LIB = "libtbb.so.12" if sys.platform.startswith("linux") else None
 
 
-def _candidate_dirs() -> list[str]:
-    dirs = [os.path.join(sys.prefix, "lib"), os.path.join(sys.base_prefix, "lib")]
-    try:  # where pip put the tbb wheel's libraries (a --user or --target install)
+def _candidate_dirs():
+    """Where pip puts the tbb wheel's libraries: ``<prefix>/lib``, else (a ``--user`` or
+    ``--target`` install) where the wheel's RECORD says (read only when needed)."""
+    seen = set()
+    for d in (os.path.join(sys.prefix, "lib"), os.path.join(sys.base_prefix, "lib")):
+        if d not in seen:
+            seen.add(d)
+            yield d
+    try:
         from importlib.metadata import PackageNotFoundError, distribution
 
-        try:
-            for f in distribution("tbb").files or ():
-                if f.name == _LIB:
-                    dirs.insert(0, str(f.locate().parent))
-        except PackageNotFoundError:
-            pass
-    except ImportError:  # pragma: no cover
-        pass
-    return list(dict.fromkeys(dirs))
+        files = distribution("tbb").files or ()
+    except (ImportError, PackageNotFoundError):
+        return
+    for f in files:
+        if f.name == _LIB:
+            d = str(f.locate().parent)
+            if d not in seen:
+                seen.add(d)
+                yield d
 
 
 def tbb_loadable() -> bool:
@@ -88,7 +94,7 @@ def choose() -> str | None:
     """
     tbb_loadable()  # also when the user asked for tbb (or "safe"): pip's libtbb is off the path
     if os.environ.get("NUMBA_THREADING_LAYER") or \
-            str(numba.config.THREADING_LAYER).lower() != "default":  # set in code or .numba_config.yaml
+            str(numba.config.THREADING_LAYER).lower() not in ("default", ""):  # set in code or .numba_config.yaml
         return None
     if _launched():
         try:
