@@ -104,16 +104,19 @@ def fanouts(num_neighbors, input_nodes=None, *, output: str = "raw",
         if order == "dgl":
             nn = {k: list(v)[::-1] for k, v in nn.items()}
         return nn, replace
+    hint = (f", with input_nodes={input_nodes!r}, which look like fanouts: swap the two"
+            if _int_list(input_nodes) and len(input_nodes) <= MAX_LAYERS
+            else " (were the input nodes passed second?)")
     if not _int_list(nn):
         what = (f"{type(nn).__module__}.{type(nn).__name__}" if not isinstance(nn, (list, tuple, str))
                 else repr(nn) if len(repr(nn)) < 60 else f"a {type(nn).__name__} of {len(nn)} items")
         raise LoaderArgumentError(
             f"Expected num_neighbors (the second argument) as a list of fanouts per layer or a "
-            f"dict per edge type. Got {what} instead: input nodes passed second? {_ORDER_HINT}.")
+            f"dict per edge type. Got {what} instead{hint}. {_ORDER_HINT}.")
     if len(nn) > MAX_LAYERS:
         raise LoaderArgumentError(
-            f"Expected at most {MAX_LAYERS} layers of fanouts. Got {len(nn)} instead (input "
-            f"nodes passed second?). {_ORDER_HINT}.")
+            f"Expected at most {MAX_LAYERS} layers of fanouts in num_neighbors (the second "
+            f"argument). Got {len(nn)} instead{hint}. {_ORDER_HINT}.")
     nn = [int(x) for x in nn]
     return (nn[::-1] if order == "dgl" else nn), replace
 
