@@ -20,8 +20,8 @@ from .loader import LoaderStats, NeighborLoader, resolve_input_nodes  # noqa: E4
 from .sampler import CSCGraph, Fanouts, MiniBatch, NeighborSampler, SampledSubgraph  # noqa: E402
 
 __all__ = ["NeighborLoader", "LoaderStats", "NeighborSampler", "SampledSubgraph", "MiniBatch", "Fanouts",
-           "CSCGraph", "resolve_input_nodes", "LoaderArgumentError", "UnsupportedArgumentError",
-           "pyg", "dgl"]
+           "CSCGraph", "resolve_input_nodes", "LoaderArgumentError", "UnsupportedArgumentError"]
+# not in __all__: ``from loaders import *`` must not import torch_geometric or dgl
 
 _LAZY = ("pyg", "dgl")
 
