@@ -27,6 +27,9 @@ from torch_geometric.sampler import (BaseSampler, HeteroSamplerOutput, NodeSampl
 
 from .sampler import MiniBatch, NeighborSampler as _CoreSampler, SampledSubgraph
 
+#: the virtual attribute listed for node types without features or labels.
+ID = "n_id"
+
 __all__ = ["to_pyg", "remote_backend", "StoreFeatureStore", "StoreGraphStore", "NeighborSampler"]
 
 
@@ -87,6 +90,9 @@ class StoreFeatureStore(FeatureStore):
 
     Attribute names: ``x`` is the store feature ``feature`` (default ``feat``), ``y`` the
     labels; any other name is a store feature, then a per-node value array, of that name.
+    A node type with neither ``x`` nor ``y`` (MAG240M's authors) lists ``n_id``, its global ids,
+    because PyG's own ``NeighborSampler`` learns the node types of a remote backend from the
+    attributes it lists.
 
     With ``homogeneous=True`` (the default for a store of one node type and one edge type)
     attributes have ``group_name=None``, as PyG's own ``NeighborSampler`` and ``NodeLoader``
@@ -101,10 +107,14 @@ class StoreFeatureStore(FeatureStore):
         self.store, self.feature = store, feature
         self.homogeneous = _homogeneous(store) if homogeneous is None else bool(homogeneous)
 
+    def _group(self, group: str | None) -> str:
+        s = self.store
+        return group if group is not None else (
+            s.node_types[0] if self.homogeneous else s._ntype(None))
+
     def _array(self, group: str | None, name: str):
         s = self.store
-        if group is None:
-            group = s.node_types[0] if self.homogeneous else s._ntype(None)
+        group = self._group(group)
         if name == "x":
             name = self.feature
         elif name == "y":
@@ -114,6 +124,8 @@ class StoreFeatureStore(FeatureStore):
         return None, s.values(group, name)
 
     def _get_tensor(self, attr: TensorAttr) -> Optional[torch.Tensor]:
+        if attr.attr_name == ID:
+            return self._ids(attr)
         feat, vec = self._array(attr.group_name, attr.attr_name)
         idx = attr.index
         if isinstance(idx, torch.Tensor):
@@ -125,7 +137,17 @@ class StoreFeatureStore(FeatureStore):
             return torch.from_numpy(feat.gather(np.asarray(idx)))
         return torch.from_numpy(np.asarray(vec[np.asarray(idx)]))
 
+    def _ids(self, attr: TensorAttr) -> torch.Tensor:
+        """The virtual attribute ``n_id``: the global ids themselves."""
+        idx = attr.index
+        if idx is None or isinstance(idx, slice):
+            every = torch.arange(self.store.num_nodes(self._group(attr.group_name)))
+            return every if idx is None else every[idx]
+        return torch.as_tensor(np.asarray(idx), dtype=torch.long).clone()
+
     def _get_tensor_size(self, attr: TensorAttr):
+        if attr.attr_name == ID:
+            return (self.store.num_nodes(self._group(attr.group_name)),)
         feat, vec = self._array(attr.group_name, attr.attr_name)
         return tuple(feat.shape) if feat is not None else tuple(vec.shape)
 
@@ -137,6 +159,8 @@ class StoreFeatureStore(FeatureStore):
                 out.append(TensorAttr(g, "x"))
             if "label" in s.value_names(t):
                 out.append(TensorAttr(g, "y"))
+            if not out or out[-1].group_name != g:  # PyG finds node types by their attributes
+                out.append(TensorAttr(g, ID))
         return out
 
     def _put_tensor(self, tensor, attr) -> bool:

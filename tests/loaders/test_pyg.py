@@ -128,7 +128,10 @@ def test_feature_and_graph_store_interfaces(hetero_store):
     assert torch.equal(fs_["paper", "year", idx],
                        torch.from_numpy(np.asarray(hetero_store.values("paper", "year"))[idx]))
     attrs = {(a.group_name, a.attr_name) for a in fs_.get_all_tensor_attrs()}
-    assert attrs == {("paper", "x"), ("paper", "y")}
+    # types without features or labels list their ids, so PyG's sampler sees every node type
+    assert attrs == {("paper", "x"), ("paper", "y"), ("author", "n_id"), ("institution", "n_id")}
+    assert torch.equal(fs_["author", "n_id", idx], idx)
+    assert fs_.get_tensor_size(group_name="institution", attr_name="n_id") == (40,)
     et = ("author", "writes", "paper")
     row, colptr = gs_[et, "csc"]
     indptr, indices = hetero_store.csc(et)
@@ -214,21 +217,28 @@ def test_no_tensors_over_read_only_memory(homo_store):
 @pytest.mark.skipif(not any(__import__("importlib").util.find_spec(m)
                             for m in ("torch_sparse", "pyg_lib")),
                     reason="PyG's own sampler needs torch-sparse or pyg-lib (../shared/wheels)")
-def test_pygs_own_sampler_over_the_remote_backend(homo_store):
-    """PyG's NeighborLoader on (FeatureStore, GraphStore) of a homogeneous store: Data batches
+@pytest.mark.parametrize("hetero", [False, True])
+def test_pygs_own_sampler_over_the_remote_backend(homo_store, hetero_store, hetero):
+    """PyG's NeighborLoader on (FeatureStore, GraphStore) of a store: Data (HeteroData) batches
     whose edges and features are the store's."""
     from torch_geometric.loader import NeighborLoader as PygLoader
 
-    ids = torch.from_numpy(np.array(homo_store.split("train")))
-    F = np.asarray(homo_store.features(None, "feat").numpy())
-    indptr, indices = homo_store.csc()
-    for b in PygLoader(remote_backend(homo_store), num_neighbors=[3, 2], input_nodes=ids,
-                       batch_size=200):
-        assert isinstance(b, Data)
-        n_id = b.n_id.numpy()
-        assert np.array_equal(b.x.numpy(), F[n_id])
-        assert np.array_equal(n_id[:b.batch_size], ids.numpy()[b.input_id.numpy()])
-        src, dst = n_id[b.edge_index[0].numpy()], n_id[b.edge_index[1].numpy()]
-        e_id = b.e_id.numpy()
-        assert np.array_equal(np.asarray(indices)[e_id], src)
-        assert np.all((indptr[dst] <= e_id) & (e_id < indptr[dst + 1]))
+    store, ntype = (hetero_store, "paper") if hetero else (homo_store, None)
+    ids = torch.from_numpy(np.array(store.split("train", ntype)))
+    F = np.asarray(store.features(ntype, "feat").numpy())
+    loader = PygLoader(remote_backend(store), num_neighbors=[3, 2],
+                       input_nodes=("paper", ids) if hetero else ids, batch_size=200)
+    for b in loader:
+        assert isinstance(b, HeteroData if hetero else Data)
+        d = b["paper"] if hetero else b
+        n_id = d.n_id.numpy()
+        assert np.array_equal(d.x.numpy(), F[n_id])
+        assert np.array_equal(n_id[:d.batch_size], ids.numpy()[d.input_id.numpy()])
+        for et in store.edge_types:
+            ei = b[tuple(et)].edge_index if hetero else b.edge_index
+            e_id = (b[tuple(et)].e_id if hetero else b.e_id).numpy()
+            src = (b[et.src].n_id if hetero else b.n_id).numpy()[ei[0].numpy()]
+            dst = (b[et.dst].n_id if hetero else b.n_id).numpy()[ei[1].numpy()]
+            indptr, indices = store.csc(et)
+            assert np.array_equal(np.asarray(indices)[e_id], src)
+            assert np.all((indptr[dst] <= e_id) & (e_id < indptr[dst + 1]))
