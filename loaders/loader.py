@@ -44,13 +44,20 @@ _POLL_S = 0.05
 def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
     """``(seed node type, seed ids)`` from the forms :class:`NeighborLoader` accepts.
 
-    ``("paper", "train")`` (a split), ``("paper", ids)``, ``"train"`` (a split of the only
-    node type), ``ids`` (homogeneous store) or ``None`` (every node of the only node type,
-    as PyG's ``input_nodes=None``).
+    ``("paper", "train")`` (a split), ``("paper", ids)`` (or DGL's ``{"paper": ids}``),
+    ``"train"`` (a split of the only node type), ``ids`` (homogeneous store) or ``None``
+    (every node of the only node type, as PyG's ``input_nodes=None``).
     """
     if input_nodes is None:
         ntype = store._ntype(None)
         return ntype, np.arange(store.num_nodes(ntype), dtype=np.int64)
+    if isinstance(input_nodes, dict):  # DGL's {ntype: ids}
+        if len(input_nodes) != 1:
+            from .errors import LoaderArgumentError
+            raise LoaderArgumentError(f"Expected input nodes of one node type (a dict with one "
+                                      f"key, as DGL's {{'paper': ids}}). Got keys "
+                                      f"{list(input_nodes)} instead.")
+        input_nodes = next(iter(input_nodes.items()))
     if isinstance(input_nodes, tuple) and len(input_nodes) == 2 and isinstance(input_nodes[0], str):
         ntype, what = input_nodes
         ids = store.split(what, ntype) if isinstance(what, str) else what

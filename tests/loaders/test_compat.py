@@ -156,3 +156,11 @@ def test_transform_runs_on_each_batch(homo_store):
     assert [b.tagged for b in got] == list(range(len(ld))) and sum(seen) == len(ld.input_nodes)
     with pytest.raises(LoaderArgumentError, match="callable"):
         NeighborLoader(homo_store, [2], "train", transform="normalize")
+
+
+def test_dgl_dict_of_seeds(hetero_store):
+    ids = np.asarray(hetero_store.split("valid", "paper"))
+    a = NeighborLoader(hetero_store, [2], {"paper": ids}, device="cpu")
+    assert a.seed_type == "paper" and np.array_equal(a.input_nodes, ids)
+    with pytest.raises(LoaderArgumentError, match="one node type"):
+        NeighborLoader(hetero_store, [2], {"paper": ids, "author": ids[:3]}, device="cpu")
