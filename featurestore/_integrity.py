@@ -128,6 +128,8 @@ class BlockChecksums:
     def __init__(self, block_bytes: int, block_rows: int | None = None):
         self.block_bytes = int(block_bytes)
         self.block_rows = block_rows
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending = None
         self.values: list[int] = []
         self._crc = 0
         self._fill = 0
@@ -145,7 +147,27 @@ class BlockChecksums:
                 self._crc = 0
                 self._fill = 0
 
+    def update_async(self, data) -> None:
+        """:meth:`update` on a helper thread (``zlib.crc32`` releases the GIL), overlapping the
+        caller's write of the same bytes; call :meth:`wait` before ``data`` may change."""
+        self.wait()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="fs-crc")
+        self._pending = self._pool.submit(self.update, data)
+
+    def wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def close(self) -> None:
+        self.wait()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
     def finish(self) -> list[int]:
+        self.close()
         if self._fill:
             self.values.append(self._crc)
             self._crc = 0

@@ -196,10 +196,12 @@ class StoreWriter:
                 b = np.asarray(b)
                 if check is not None:
                     check(b, w.rows)
+                sums.update_async(np.ascontiguousarray(b, dtype=w.layout.dtype))  # as written
                 w.write(b)
-                sums.update(np.ascontiguousarray(b, dtype=w.layout.dtype))  # the bytes written
+                sums.wait()  # before the block's buffer may be reused
             w.close()
         except BaseException:
+            sums.close()
             w.abort()
             raise
         record_checksums(self.loc, key, sums)
