@@ -194,6 +194,7 @@ class Store:
         self._gate = threading.Lock()  # guards _inflight and _closed (a bare lock: ~0.2 us)
         self._inflight = 0
         self._closed = False
+        self._checked_at = time.monotonic()
         self._zstore = None
 
     # -- pickling: reopen from the constructor arguments, never ship maps or fds ----------
@@ -282,6 +283,19 @@ class Store:
                 f"{self.generation!r}, now {gen!r}{'' if complete else ', not complete'}). "
                 "Open it again.")
 
+    #: implicit generation checks of a remote store (one request each) at most this often.
+    REMOTE_RECHECK_S = 1.0
+
+    def _recheck_generation(self) -> None:
+        """The implicit check of csc(), features() and first array uses: every time when
+        local (~20 us), at most once per REMOTE_RECHECK_S when remote."""
+        if not self.loc.is_local:
+            now = time.monotonic()
+            if now - self._checked_at < self.REMOTE_RECHECK_S:
+                return
+            self._checked_at = now
+        self.check_generation()
+
     # -- schema -------------------------------------------------------------------------
     @property
     def complete(self) -> bool:
@@ -350,7 +364,7 @@ class Store:
             self._check_open(key)
             rows = self._arrays.get(key)
             if rows is None:
-                self.check_generation()
+                self._recheck_generation()
                 rows = self._open_rows(key)
                 self._arrays[key] = rows
             return rows
@@ -436,7 +450,7 @@ class Store:
         """
         et, e = self._etype(etype)
         self._check_open(f"edges {et.key()}")
-        self.check_generation()
+        self._recheck_generation()
         with self._lock:
             got = self._csc.get(et)
             if got is not None:
@@ -477,7 +491,7 @@ class Store:
             raise UnknownFeatureError(f"Expected a feature of node type {nt!r} in {self.url}: "
                                       f"{sorted(feats)}. Got {name!r} instead.")
         self._check_open(f"feature {nt}/{name}")
-        self.check_generation()
+        self._recheck_generation()
         key = fmt.feature_key(nt, name)
         rows = self._rows(key)
         spec = self._specs[key]
