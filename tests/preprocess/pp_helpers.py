@@ -34,7 +34,8 @@ def csc_of(store, etype=None):
 
 
 def store_snapshot(path) -> dict:
-    """Everything a store holds except timestamps, the generation id and the lock: schema,
+    """Everything a store holds except timestamps, the generation id (and the topology
+    record that carries it and file mtimes) and the lock: schema,
     array list, every file's bytes."""
     import json
     import os
@@ -54,6 +55,7 @@ def store_snapshot(path) -> dict:
                 for p in attrs.get("provenance", []):
                     p.pop("time", None)
                 attrs.pop("generation", None)  # a fresh id at every commit
+                attrs.pop("topology_checks", None)  # holds the generation and file mtimes
                 data = json.dumps(attrs, sort_keys=True).encode()
             out[rel] = data
     return out
