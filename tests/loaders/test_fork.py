@@ -19,34 +19,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TIMEOUT_S = 150
 
 
-def run_py(code: str, *args, env: dict | None = None, timeout: float = TIMEOUT_S) -> str:
-    """Run ``code`` in a fresh interpreter (repository on the path); its stdout, or fail."""
-    e = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    e.pop("NUMBA_THREADING_LAYER", None)
-    e.update(env or {})
-    try:
-        p = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
-                           capture_output=True, text=True, timeout=timeout, env=e, cwd=ROOT)
-    except subprocess.TimeoutExpired as ex:
-        pytest.fail(f"timed out after {timeout} s (a deadlock?): {ex.stderr!r:.2000}")
-    assert p.returncode == 0, p.stderr[-3000:]
-    return p.stdout
-
-
-def test_default_threading_layer_is_fork_safe_and_pyg_is_lazy():
-    out = run_py("""
-        import sys, numba, loaders
-        from loaders import _kernels as K, _threading
-        pyg_at_import = "torch_geometric" in sys.modules
-        K._parallel_ok()   # launches numba's threads
-        print(numba.threading_layer(), _threading.tbb_loadable(), pyg_at_import,
-              loaders.pyg.__name__, "torch_geometric" in sys.modules)
-    """)
-    layer, tbb, *pyg = out.split()
-    assert layer == ("tbb" if tbb == "True" else "workqueue")
-    assert pyg == ["False", "loaders.pyg", "True"]  # loaders.pyg imported on first access
-
-
 @pytest.mark.parametrize("env, config", [("workqueue", "default"), ("", "omp")])
 def test_the_users_threading_layer_wins(monkeypatch, env, config):
     import numba
@@ -82,11 +54,13 @@ def test_core_sampler_pickles(homo_store, skewed_graph):
 
 # -- PyG NodeLoader with worker processes --------------------------------------------------
 WORKERS = """
-    import sys, numpy as np, torch
+    import sys, numba, numpy as np, torch
     import featurestore as fs
+    import loaders
+    PYG_AT_IMPORT = "torch_geometric" in sys.modules  # loaders.pyg is lazy
     from torch_geometric.loader import NodeLoader
     from loaders.pyg import NeighborSampler, remote_backend
-    from loaders import _kernels as K
+    from loaders import _kernels as K, _threading
 
     K.PARALLEL_MIN = 1  # parallel kernels even on this small graph (also in spawned workers)
 
@@ -109,7 +83,8 @@ WORKERS = """
         assert got == ref, "worker batches differ from the in-process ones"
         seen = sorted(i for b in got for i in b[0])
         assert seen == list(range(len(ids)))
-        print(len(got))
+        print(len(got), numba.threading_layer(), _threading.tbb_loadable(), PYG_AT_IMPORT,
+              loaders.pyg.__name__)
 
     if __name__ == "__main__":
         main()
@@ -119,7 +94,8 @@ WORKERS = """
 @pytest.mark.parametrize("ctx", ["fork", "spawn"])
 def test_pyg_nodeloader_with_workers(homo_store_path, tmp_path, ctx):
     """num_workers=2 after torch and numba ran in the parent: no hang, no dead worker, and
-    the same batches as in-process (worker w's k-th call is batch k * W + w)."""
+    the same batches as in-process (worker w's k-th call is batch k * W + w). Also: the
+    default threading layer is fork-safe, and ``import loaders`` does not import PyG."""
     pytest.importorskip("torch_geometric")
     script = tmp_path / "workers.py"  # spawn re-imports the main module: it must be a file
     script.write_text(textwrap.dedent(WORKERS))
@@ -132,4 +108,7 @@ def test_pyg_nodeloader_with_workers(homo_store_path, tmp_path, ctx):
         pytest.fail(f"NodeLoader(num_workers=2, {ctx}) hung for {TIMEOUT_S} s: "
                     f"{(ex.stderr or b'')[-2000:]!r}")
     assert p.returncode == 0, p.stderr[-3000:]
-    assert int(p.stdout.split()[-1]) > 2
+    n, layer, tbb, pyg_at_import, pyg = p.stdout.split()
+    assert int(n) > 2
+    assert layer == ("tbb" if tbb == "True" else "workqueue")  # the default is fork-safe
+    assert pyg_at_import == "False" and pyg == "loaders.pyg"
