@@ -237,7 +237,9 @@ class NeighborSampler(BaseSampler):
     worker ``w`` sees batches ``w, w + W, w + 2W, ...`` (PyTorch's round-robin), so its
     ``k``-th call is batch ``k * W + w``: the draws are the same whatever ``num_workers``.
     Picklable (for ``spawn``): the store reopens itself in the worker. ``set_epoch`` in the
-    parent reaches workers started after it (not ``persistent_workers``).
+    parent reaches workers started after it (not ``persistent_workers``). Call it before each
+    epoch with worker processes: workers start from the parent's copy every epoch, so without
+    it every epoch repeats the same draws (in one process the draws go on across epochs).
 
     Temporal sampling is not supported: a ``NodeLoader`` given ``input_time`` raises
     :class:`~loaders.errors.UnsupportedArgumentError` at the first batch.
