@@ -10,13 +10,16 @@ Measured in one run, each for at most ``--batches`` batches or ``--seconds`` sec
                  ``Data`` output, CPU) and PyG's ``NeighborLoader`` over ``Data(x, edge_index)``;
 ``dgl``          DGL's sampler and DataLoader, by ``benchmarks/peers/dgl_peer.py`` in the DGL
                  environment (``.venv-dgl``), when it exists;
-``ooc``          out of core: the same graph with fp16 x 768 features (3 GB), ours in a
-                 process under ``memcap`` (a quarter of the features' size, page cache
-                 included, the store's files evicted first; topology copied into the process,
-                 raw output, one batch in flight per stage) against PyG with the features in
-                 RAM, both at ``--ooc-batch-size`` (128 by default: on the CPU one batch of
-                 1024 seeds holds ~0.5 GiB of rows, which with the Python/torch runtime cannot
-                 fit 0.71 GiB; on a GPU the rows go through bounded pinned staging buffers).
+``ooc``          out of core: the same graph with fp16 x 768 features (3 GB), or the store
+                 given by ``--ooc-store`` (e.g. ``bench-data/rmat22.store`` from ``featurestore
+                 synth rmat``), ours in a process under ``memcap`` (a quarter of the features'
+                 size, page cache included, the store's files evicted first) against PyG with
+                 everything in RAM, both at ``--ooc-batch-size`` (default ``--batch-size``).
+                 Ours runs with its default memory budget (the cgroup's limit): it plans the
+                 budget (``loader.plan``), holds the topology resident, fills a hot tier of
+                 rows by presampling and reads the misses with ``O_DIRECT``. Reported per
+                 epoch (``--ooc-epochs``, the first one cold): seeds/s, hit rate, reads and
+                 MB read per batch; the loader's setup (plan, presample, cache fill) apart.
 
     python -m benchmarks.loader_bench --workdir /work/bigdata/loaders
     featurestore bench loader --workdir ... --quick         # a small smoke run
@@ -138,15 +141,18 @@ def bench_our_loader(store, fanouts, batch_size, n, seconds, output="pyg", devic
                      seed_type=None) -> dict:
     from loaders import NeighborLoader
 
-    ld = NeighborLoader(store, (seed_type, "train") if seed_type else "train", fanouts, batch_size=batch_size, shuffle=True,
-                        output=output, device=device, seed=seed, prefetch=prefetch,
-                        drop_last=True, topology=topology, staging_bytes=staging_bytes)
+    ld = NeighborLoader(store, num_neighbors=fanouts,
+                        input_nodes=(seed_type, "train") if seed_type else "train",
+                        batch_size=batch_size, shuffle=True, output=output, device=device,
+                        seed=seed, prefetch=prefetch, drop_last=True, topology=topology,
+                        staging_bytes=staging_bytes)
     out = _loop(iter(ld), n, seconds, batch_size, lambda b: _edges(b))
     out["stage_ms_per_batch"] = ld.stats.per_batch_ms()
     return out
 
 
-def bench_pyg_loader(data, train, fanouts, batch_size, n, seconds, num_workers=0, seed=0) -> dict:
+def bench_pyg_loader(data, train, fanouts, batch_size, n, seconds, num_workers=0, seed=0,
+                     warmup=2) -> dict:
     import torch
     from torch_geometric.loader import NeighborLoader
 
@@ -154,7 +160,8 @@ def bench_pyg_loader(data, train, fanouts, batch_size, n, seconds, num_workers=0
     ld = NeighborLoader(data, num_neighbors=fanouts, input_nodes=torch.from_numpy(train),
                         batch_size=batch_size, shuffle=True, drop_last=True,
                         num_workers=num_workers, persistent_workers=num_workers > 0)
-    return _loop(iter(ld), n, seconds, batch_size, lambda b: int(b.edge_index.shape[1]))
+    return _loop(iter(ld), n, seconds, batch_size, lambda b: int(b.edge_index.shape[1]),
+                 warmup=warmup)
 
 
 def _edges(b) -> int:
@@ -194,24 +201,60 @@ def _has(mod: str) -> bool:
 
 
 # -- subprocess workers (out of core, memory caps) -----------------------------------------
+def bench_budgeted_loader(store, fanouts, batch_size, n, seconds, epochs=2, prefetch=1,
+                          cache="auto", batches_in_flight=1, memory=None) -> dict:
+    """Our loader with a memory budget (default: the process's cgroup limit), epoch by epoch.
+
+    Raw :class:`~loaders.MiniBatch` output: the same tensors as PyG's ``Data`` without
+    importing torch_geometric (~100 MB of anonymous memory). The loop drops each batch before
+    asking for the next (``batches_in_flight=1`` plans one batch buffer for that)."""
+    from loaders import NeighborLoader
+    from loaders.budget import process_anon_bytes
+
+    anon0 = process_anon_bytes()
+    t = time.perf_counter()
+    ld = NeighborLoader(store, num_neighbors=fanouts, input_nodes="train",
+                        batch_size=batch_size, shuffle=True, output="raw", device="cpu",
+                        prefetch=prefetch, drop_last=True, cache=cache, memory=memory,
+                        batches_in_flight=batches_in_flight)
+    setup = time.perf_counter() - t
+    log.info("loader plan (setup %.1f s):\n%s", setup, ld.plan)
+    eps = []
+    for ep in range(epochs):
+        ld.stats.reset()
+        r = _loop(iter(ld), n, seconds, batch_size, lambda b: _edges(b), warmup=0)
+        r.update(epoch=ep, cache=ld.stats.per_batch(), overflows=ld.stats.overflows)
+        log.info("epoch %d: %s seeds/s, %s", ep, r["seeds_per_s"], r["cache"])
+        eps.append(r)
+    out = dict(eps[-1])
+    out.update(epochs=eps, setup_seconds=round(setup, 2), anon_before_loader=anon0,
+               plan=ld.plan.as_dict() if ld.plan else None,
+               plan_table=str(ld.plan) if ld.plan else None)
+    return out
+
+
 def worker(args) -> int:
     """Run one measurement in this process and print its JSON (used under memcap)."""
     fanouts = [int(x) for x in args.fanouts.split(",")]
     if args.worker == "ours":
         store = fs.open_store(args.store, io_threads=args.io_threads)
-        # raw MiniBatch output: the same tensors as PyG's Data, without importing
-        # torch_geometric (~100 MB of anonymous memory, a seventh of the cap)
-        out = bench_our_loader(store, fanouts, args.batch_size, args.batches, args.seconds,
-                               prefetch=args.prefetch, topology="memory", output="raw",
-                               staging_bytes=16 << 20)  # small read scratch per chunk
+        out = bench_budgeted_loader(store, fanouts, args.batch_size, args.batches, args.seconds,
+                                    epochs=args.ooc_epochs, prefetch=args.prefetch,
+                                    cache=None if args.ooc_cache == "none" else args.ooc_cache,
+                                    batches_in_flight=args.ooc_in_flight)
     elif args.worker == "pyg":
         store = fs.open_store(args.store)
         data = _pyg_data(store)
         train = np.asarray(store.split("train"))
         store.close()
         gc.collect()
-        out = bench_pyg_loader(data, train, fanouts, args.batch_size, args.batches, args.seconds,
-                               num_workers=args.pyg_workers)
+        eps = []
+        for ep in range(args.ooc_epochs):  # epochs as ours: the first includes warm-up
+            eps.append(bench_pyg_loader(data, train, fanouts, args.batch_size, args.batches,
+                                        args.seconds, num_workers=args.pyg_workers,
+                                        seed=ep, warmup=0))
+            eps[-1]["epoch"] = ep
+        out = dict(eps[-1], epochs=eps)
     else:
         raise ValueError(f"Expected --worker ours or pyg. Got {args.worker!r} instead.")
     print("RESULT " + json.dumps(out), flush=True)
@@ -224,7 +267,8 @@ def _run_worker(kind: str, store: str, args, cap: str | None = None,
            "--fanouts", args.fanouts, "--batch-size", str(batch_size or args.batch_size),
            "--batches", str(args.batches), "--seconds", str(args.seconds),
            "--pyg-workers", str(args.pyg_workers), "--prefetch", "1",
-           "--io-threads", str(args.io_threads)]
+           "--io-threads", str(args.io_threads), "--ooc-epochs", str(args.ooc_epochs),
+           "--ooc-cache", args.ooc_cache, "--ooc-in-flight", str(args.ooc_in_flight)]
     if cap:
         if not os.path.exists(MEMCAP):
             return {"error": f"{MEMCAP} not found"}
@@ -277,7 +321,9 @@ def run(args) -> dict:
         with fs.open_store(user) as s0:
             rep.update(store=user, nodes=sum(s0.num_nodes(t) for t in s0.node_types),
                        edges=sum(s0.num_edges(e) for e in s0.edge_types))
-    p32 = user or make_store(args.workdir, args.nodes, args.edges, "fp32x128")
+    p32 = None
+    if parts & {"sampler", "loader", "dgl"}:
+        p32 = user or make_store(args.workdir, args.nodes, args.edges, "fp32x128")
     if parts & {"sampler", "loader"}:
         store = fs.open_store(p32)
         st = getattr(args, "seed_type", None)
@@ -310,7 +356,13 @@ def run(args) -> dict:
         log.info("DGL peer")
         rep["dgl"] = _dgl(p32, args)
     if "ooc" in parts:
-        p16 = make_store(args.workdir, args.nodes, args.edges, "fp16x768")
+        p16 = getattr(args, "ooc_store", None) or make_store(args.workdir, args.nodes,
+                                                             args.edges, "fp16x768")
+        if getattr(args, "ooc_store", None):
+            with fs.open_store(p16) as s:
+                rep["ooc_graph"] = {"store": p16, "nodes": s.num_nodes(),
+                                    "edges": s.num_edges(),
+                                    "train": int(np.asarray(s.split("train")).shape[0])}
         with fs.open_store(p16) as s:
             fbytes = s.features().nbytes
         cap = args.memcap or f"{max(64, fbytes // 4 >> 20)}M"
@@ -322,9 +374,11 @@ def run(args) -> dict:
         obs = args.ooc_batch_size or args.batch_size
         rep["ooc_ours"] = _run_worker("ours", p16, args, cap=cap, batch_size=obs)
         rep["ooc_ours"].update(cap=cap, feature_bytes=fbytes, batch_size=obs)
+        rep["ooc_load"] = os.getloadavg()
         log.info("PyG with the fp16 x 768 features in RAM")
         rep["ooc_pyg"] = _run_worker("pyg", p16, args, batch_size=obs)
         rep["ooc_pyg"]["batch_size"] = obs
+        rep["ooc_load"] = [round(x, 2) for x in rep["ooc_load"] + os.getloadavg()]
     return rep
 
 
@@ -337,6 +391,10 @@ def _files(root: str):
 def table(rep: dict) -> str:
     lines = [f"graph: {rep['nodes']:,} nodes, {rep['edges']:,} edges; fanouts "
              f"{rep['fanouts']}, batch {rep['batch_size']}; {rep['cpus']} CPUs; {rep['time']}"]
+    if rep.get("ooc_graph"):
+        g = rep["ooc_graph"]
+        lines.append(f"out of core on {g['store']}: {g['nodes']:,} nodes, {g['edges']:,} edges, "
+                     f"{g['train']:,} train seeds; load average {rep.get('ooc_load')}")
     rows = [("ours_sampler", "our sampler alone"), ("pyg_sampler", "PyG sampler alone"),
             ("ours_loader", "our loader, features in RAM"), ("pyg_loader", "PyG loader, features in RAM"),
             ("ooc_ours", "our loader, fp16x768 under memcap"), ("ooc_pyg", "PyG loader, fp16x768 in RAM")]
@@ -358,6 +416,17 @@ def table(rep: dict) -> str:
             lines.append(f"  {'':40s} stage busy ms/batch: {r['stage_ms_per_batch']}")
         if "memcap" in r:
             lines.append(f"  {'':40s} {r['memcap']}")
+        for e in r.get("epochs") or []:
+            c = e.get("cache") or {}
+            extra = (f", hit rate {c['hit_rate']:.1%}, {c['misses']:,} misses, {c['reads']:,} "
+                     f"reads, {c['mb_read']:.0f} MB read per batch" if "hit_rate" in c else "")
+            lines.append(f"  {'':40s} epoch {e.get('epoch', '?')}: {e['seeds_per_s']:,} seeds/s "
+                         f"({e['batches']} batches){extra}")
+        if r.get("setup_seconds") is not None:
+            lines.append(f"  {'':40s} setup (plan, presample, cache fill): "
+                         f"{r['setup_seconds']:.1f} s")
+        if r.get("plan_table"):
+            lines += [f"  {'':40s} | {ln}" for ln in r["plan_table"].splitlines()]
     dgl = rep.get("dgl") or {}
     for r in dgl.get("results", []):
         if "batches_per_s" in r:
@@ -391,10 +460,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefetch", type=int, default=2, help="our loader's batches in flight per stage")
     p.add_argument("--io-threads", type=int, default=64,
                    help="reads in flight of our out-of-core gathers (open_store(io_threads=))")
-    p.add_argument("--ooc-batch-size", type=int, default=128,
-                   help="batch size of the out-of-core comparison (both loaders). 1024 cannot "
-                        "fit a quarter of 3 GB on the CPU: one batch's fp16 x 768 rows alone "
-                        "are ~0.5 GiB")
+    p.add_argument("--ooc-batch-size", type=int, default=None,
+                   help="batch size of the out-of-core comparison (both loaders; default "
+                        "--batch-size)")
+    p.add_argument("--ooc-store", metavar="PATH",
+                   help="the out-of-core comparison on this homogeneous store with a 'train' "
+                        "split (e.g. bench-data/rmat22.store) instead of the power-law graph")
+    p.add_argument("--ooc-epochs", type=int, default=2,
+                   help="epochs of the out-of-core comparison (the first is cold)")
+    p.add_argument("--ooc-cache", default="auto", choices=("auto", "presample", "degree", "none"),
+                   help="our loader's cache policy out of core")
+    p.add_argument("--ooc-in-flight", type=int, default=1,
+                   help="our loader's batch buffers out of core (1: the timing loop drops "
+                        "each batch before asking for the next)")
     p.add_argument("--quick", action="store_true", help="tiny graph, a few batches: a smoke run")
     p.add_argument("--json", help="write the report as JSON here")
 

@@ -20,7 +20,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 __all__ = ["parse_size", "cgroup_memory_limit", "process_anon_bytes", "available_memory",
-           "LoaderPlan", "plan_loader", "format_bytes"]
+           "LoaderPlan", "plan_loader", "format_bytes", "limit_allocator_slack"]
 
 #: share of physical memory a process without a cgroup limit plans for
 PHYSICAL_SHARE = 0.8
@@ -135,6 +135,32 @@ def available_memory(share: float = PHYSICAL_SHARE) -> int:
     lim = cgroup_memory_limit()
     base = lim if lim is not None and lim < phys else int(share * phys)
     return max(0, base - process_anon_bytes())
+
+
+_SLACK_LIMITED = False
+
+
+def limit_allocator_slack(mmap_threshold: int = 1 << 20, arenas: int = 2) -> bool:
+    """Keep glibc's allocator from holding freed memory (process-wide, once).
+
+    glibc raises its mmap threshold each time a large block is freed, after which blocks of
+    that size come from per-thread arenas and stay there when freed: a loader that allocates
+    and frees ~100 MB of id arrays per batch on a dozen threads then grew by ~10 MB per
+    epoch here, until a capped process had no page cache left. A fixed threshold (blocks from
+    1 MiB up are mapped and unmapped) and two arenas keep it flat. No-op off glibc."""
+    global _SLACK_LIMITED
+    if _SLACK_LIMITED:
+        return True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        ok = libc.mallopt(-3, int(mmap_threshold)) == 1  # M_MMAP_THRESHOLD
+        libc.mallopt(-8, int(arenas))  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        return False
+    _SLACK_LIMITED = ok
+    return ok
 
 
 @dataclass

@@ -29,8 +29,9 @@ import torch
 
 from . import _compat
 from ._buffers import BufferPool, StagingRing
-from .budget import LoaderPlan, available_memory, parse_size, plan_loader
-from .cache import POLICIES, FeatureCache, degree_counts, presample_counts, rank_rows
+from .budget import LoaderPlan, available_memory, limit_allocator_slack, parse_size, plan_loader
+from .cache import (POLICIES, FeatureCache, degree_counts, presample_counts, presample_scores,
+                    rank_rows)
 from .sampler import CSCGraph, MiniBatch, NeighborSampler, SampledSubgraph
 
 __all__ = ["NeighborLoader", "LoaderStats", "resolve_input_nodes"]
@@ -422,28 +423,32 @@ class NeighborLoader:
         bound = {t: min(n, self.batch_size * mult) for t, n in g.num_nodes.items() if t in rb}
         edges_bound = self.batch_size * mult * max(len(g.edge_types), 1)
         plan = plan_loader(batch_rows=bound, edges_per_batch=edges_bound, **common)
-        if not plan.fits:  # measure a few batches for the real numbers
-            rows, edges, k = self._measure_batches()
+        if not plan.fits:
+            limit_allocator_slack()  # freed batch arrays go back to the system, not to arenas
+            if plan.topology == "memory" and topology is None:
+                # resident first (read around the page cache), so that measuring batches and
+                # ranking rows charge no page cache to a capped process
+                t0 = time.perf_counter()
+                self._resident_topology()
+                common["topology"] = "memory"
+                resident_s = time.perf_counter() - t0
+            rows, edges, k = self._measure_batches()  # a few batches for the real numbers
             plan = plan_loader(batch_rows=rows, edges_per_batch=edges, sampled_batches=k,
                                **common)
+            if common["topology"] == "memory" and topology is None:
+                plan.notes.append(f"topology copied in {resident_s:.1f} s")
         self.plan = plan
         if plan.fits:
             return
-        if plan.topology == "memory" and topology is None:
-            self._resident_topology()
         if policy is not None and plan.cache_rows:
             t0 = time.perf_counter()
-            counts = self._rank_counts(policy, presample_epochs, plan.cache_rows)
+            scores = self._rank_scores(policy, presample_epochs, plan.cache_rows)
             plan.notes.append(f"{policy} ranking took {time.perf_counter() - t0:.1f} s")
             t0 = time.perf_counter()
             for t, n in plan.cache_rows.items():
-                deg = counts.pop(t)
-                tb = None
-                if policy == "presample":  # degree breaks ties, counts rank first
-                    tb = deg[1]
-                    deg = deg[0]
-                ids = rank_rows(deg, n, tb)
-                del deg, tb
+                score, deg = scores.pop(t)
+                ids = rank_rows(score, n, deg)
+                del score, deg
                 self.caches[t] = FeatureCache(self.features[t], ids, pin=self.pin,
                                               read_path=plan.read_path)
             plan.notes.append(f"cache filled in {time.perf_counter() - t0:.1f} s")
@@ -482,21 +487,30 @@ class NeighborLoader:
         self.sampler = NeighborSampler(graph, self._num_neighbors, replace=self._replace,
                                        num_threads=self.num_threads)
 
-    def _rank_counts(self, policy, epochs, cache_rows) -> dict:
-        """Per type: degree counts, or (presampled counts, degree counts)."""
+    def _rank_scores(self, policy, epochs, cache_rows) -> dict:
+        """Per type: ``(score, degree)``: the rank of each row (ties broken by degree).
+
+        ``"degree"``: how often the node is a neighbour. ``"presample"``: accesses counted by
+        a sampling-only pass over ``epochs`` epochs of batches (the first ones this loader
+        will run), shrunk towards the mean count of nodes of the same degree
+        (:func:`~loaders.cache.presample_scores`), so that rows seen once by chance do not
+        outrank rows the next epochs will need.
+        """
         ntypes = list(cache_rows)
-        deg = {t: degree_counts(self.store, t) for t in ntypes}
+        g = self.sampler.graph
+        deg = {t: degree_counts(g, t) for t in ntypes}
         if policy == "degree":
-            return deg
+            return {t: (deg[t], deg[t]) for t in ntypes}
         counts = {t: np.zeros(self.features[t].shape[0], np.int64) for t in ntypes}
-        nn = dict(self.sampler.graph.num_nodes)
+        nn = dict(g.num_nodes)
         for e in range(max(1, int(epochs))):
             order = self.batch_order(e)
             c = presample_counts(self.sampler, [self.input_nodes[p] for p in order],
                                  self.seed_type, ntypes, seed=self.seed, epoch=e, num_nodes=nn)
             for t in ntypes:
                 counts[t] += c[t]
-        return {t: (counts[t], deg[t]) for t in ntypes}
+            del c
+        return {t: (presample_scores(counts[t], deg[t]), deg[t]) for t in ntypes}
 
     # -- stages --------------------------------------------------------------------------
     def _sample(self, epoch: int, k: int, pos: np.ndarray) -> SampledSubgraph:

@@ -11,7 +11,7 @@ import featurestore as fs
 from loaders import NeighborLoader, NeighborSampler
 from loaders.budget import MARGIN_MIN
 from loaders.cache import (FeatureCache, count_rows, degree_counts, presample_counts,
-                           rank_rows)
+                           presample_scores, rank_rows)
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +151,16 @@ def test_budgeted_loader_batches_equal_the_store(wide_store):
         assert st.reads > 0 and st.bytes_read >= st.misses * 1536 // 2
         assert st.overflows == 0
         assert "feature cache" in str(plan) and plan.as_dict()["planned_bytes"] == plan.planned_bytes
+
+
+def test_presample_scores_shrink_towards_the_degree_bin_mean():
+    counts = np.array([0, 4, 2, 0, 6, 1, 0], np.int64)
+    deg = np.array([0, 3, 3, 3, 100, 120, 1], np.int64)
+    got = presample_scores(counts, deg, weight=2.0)
+    # bins of floor(4 * log2(deg + 1)): deg 3 -> 8, 100 -> 26, 120 -> 27, 1 -> 4, 0 -> 0
+    prior = {0: 0.0, 8: 2.0, 26: 6.0, 27: 1.0, 4: 0.0}
+    bins = [0, 8, 8, 8, 26, 27, 4]
+    want = counts + 2.0 * np.array([prior[b] for b in bins])
+    assert np.allclose(got, want)
+    # a row never seen but of a well-used degree bin outranks a row seen once by chance
+    assert got[3] > got[5] - 2.0 and rank_rows(got, 3).tolist() == [1, 2, 4]
