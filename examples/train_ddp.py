@@ -89,30 +89,47 @@ def build_model(store, args, ntype: str, num_classes: int) -> torch.nn.Module:
             self.convs = torch.nn.ModuleList(
                 [SAGEConv((-1, -1), args.hidden) for _ in range(layers - 1)]
                 + [SAGEConv((-1, -1), num_classes)])
+            self.drop = torch.nn.Dropout(args.dropout)  # a module: to_hetero keeps its mode
 
         def forward(self, x, edge_index):
             for i, conv in enumerate(self.convs):
                 x = conv(x, edge_index)
                 if i < len(self.convs) - 1:
-                    x = F.dropout(x.relu(), p=args.dropout, training=self.training)
+                    x = self.drop(x.relu())
             return x
 
     meta = (store.node_types, [tuple(et) for et in store.edge_types])
-    return to_hetero(SAGE(), meta, aggr="sum")
+    return SeedLogits(to_hetero(SAGE(), meta, aggr="sum"), ntype)
+
+
+class SeedLogits(torch.nn.Module):
+    """A heterogeneous model's output for the seed type only, so that DDP sees the last
+    layer's parameters for the other types as unused (no gradient) rather than waiting."""
+
+    def __init__(self, model: torch.nn.Module, ntype: str):
+        super().__init__()
+        self.model, self.ntype = model, ntype
+
+    def forward(self, x_dict, edge_index_dict):
+        return self.model(x_dict, edge_index_dict)[self.ntype]
 
 
 def forward(model, batch, ntype: str, hidden: int):
     """Logits of the batch's seeds (``batch_size`` first rows of the seed type)."""
-    if not hasattr(batch, "node_types") or not hasattr(batch, "x_dict"):  # Data
+    from torch_geometric.data import HeteroData
+
+    if not isinstance(batch, HeteroData):
         return model(batch.x.float(), batch.edge_index)[: batch.batch_size]
     dev = batch[ntype].x.device if "x" in batch[ntype] else torch.device("cpu")
     x = {t: (batch[t].x.float() if "x" in batch[t] else
              torch.zeros(batch[t].num_nodes, hidden, device=dev)) for t in batch.node_types}
-    return model(x, batch.edge_index_dict)[ntype][: batch[ntype].batch_size]
+    return model(x, batch.edge_index_dict)[: batch[ntype].batch_size]
 
 
 def seeds_and_labels(batch, ntype: str):
-    if hasattr(batch, "x_dict"):
+    from torch_geometric.data import HeteroData
+
+    if isinstance(batch, HeteroData):
         s = batch[ntype]
         return s.n_id[: s.batch_size], s.y
     return batch.n_id[: batch.batch_size], batch.y
@@ -147,6 +164,11 @@ def _setup(args):
     """(rank, world size, device, whether this call started the process group)."""
     cuda = torch.cuda.is_available() and (args.device is None or str(args.device).startswith("cuda"))
     local = int(os.environ.get("LOCAL_RANK", 0))
+    if cuda:  # one GPU per rank, chosen before NCCL starts
+        device = torch.device(args.device or f"cuda:{local}")
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device(args.device or "cpu")
     started = False
     if not dist.is_initialized() and "MASTER_ADDR" in os.environ:  # launched by torchrun
         dist.init_process_group(args.backend or ("nccl" if cuda else "gloo"),
@@ -154,11 +176,6 @@ def _setup(args):
         started = True
     rank = dist.get_rank() if dist.is_initialized() else 0
     world = dist.get_world_size() if dist.is_initialized() else 1
-    if cuda:
-        device = torch.device(args.device or f"cuda:{local}")
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device(args.device or "cpu")
     return rank, world, device, started
 
 
@@ -243,7 +260,9 @@ def _train(args, store, rank, world, device, record_seeds) -> dict:
             if rank == 0:
                 log.info("resumed from %s: next epoch %d", path, start)
 
-    ddp = (DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    # heterogeneous: the last layer's convolutions into other node types reach no loss
+    ddp = (DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+               find_unused_parameters=len(store.node_types) > 1)
            if dist.is_initialized() else model)
     if rank == 0:
         log.info("store %s: %d %s seeds in train, %d classes; %d ranks x %d batches of %d "

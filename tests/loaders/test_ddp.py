@@ -23,7 +23,7 @@ pytest.importorskip("torch_geometric")
 
 import featurestore as fs  # noqa: E402
 from loaders import NeighborLoader  # noqa: E402
-from loaders.synthetic import power_law_store  # noqa: E402
+from loaders.synthetic import mag_like_store, power_law_store  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_ddp.py"
 WORLD = 2
@@ -47,7 +47,7 @@ def make_args(store: str, **kw) -> Namespace:
     return args
 
 
-def _worker(rank: int, world: int, tmp: str, store: str) -> None:
+def _worker(rank: int, world: int, tmp: str, store: str, hetero: str) -> None:
     """One rank: join the group (file rendezvous, no port), run the three trainings."""
     import torch.distributed as dist
 
@@ -64,7 +64,11 @@ def _worker(rank: int, world: int, tmp: str, store: str) -> None:
                                    no_eval=True))
         resumed = ex.train(make_args(store, epochs=2, checkpoint_dir=f"{tmp}/ck-resume",
                                      resume=True, no_eval=True))
+        # heterogeneous (to_hetero): the last layer's convolutions into authors and
+        # institutions get no gradient; DDP must still step both ranks alike
+        het = ex.train(make_args(hetero, epochs=1, max_batches=2, no_eval=True))
         torch.save({"step": step["params"], "straight": straight["params"],
+                    "hetero": het["params"], "hetero_batches": het["batches"],
                     "straight_epochs": straight["epochs"],
                     "seeds": {e: torch.from_numpy(s) for e, s in straight["seeds"].items()},
                     "first_epochs": first["epochs"], "resumed_epochs": resumed["epochs"],
@@ -82,7 +86,9 @@ def ddp_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ddp")
     store = power_law_store(tmp / "store", num_nodes=2000, num_edges=20000, feat_dim=16,
                             num_classes=4, homophily=0.8, train_frac=0.3, seed=1)
-    ctx = mp.start_processes(_worker, args=(WORLD, str(tmp), store), nprocs=WORLD,
+    hetero = mag_like_store(tmp / "hetero", num_papers=800, num_authors=500,
+                            num_institutions=20, feat_dim=16, seed=3)
+    ctx = mp.start_processes(_worker, args=(WORLD, str(tmp), store, hetero), nprocs=WORLD,
                              join=False, start_method="spawn")
     deadline = time.monotonic() + HARD_TIMEOUT_S
     try:
@@ -159,3 +165,9 @@ def test_resume_continues_at_the_next_epoch_and_matches_an_uninterrupted_run(ddp
         assert torch.equal(r["resumed"], r["straight"])
     flat = torch.cat([v.reshape(-1).float() for v in ck["model"].values()])
     assert torch.equal(flat, res[0]["resumed"])
+
+
+def test_heterogeneous_model_steps_alike_on_both_ranks(ddp_run):
+    _, _, res = ddp_run
+    assert [r["hetero_batches"] for r in res] == [[2], [2]]
+    assert torch.equal(res[0]["hetero"], res[1]["hetero"])
