@@ -458,7 +458,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memcap", help="memory cap of the out-of-core run (default: features / 4)")
     p.add_argument("--pyg-workers", type=int, default=0, help="PyG DataLoader worker processes")
     p.add_argument("--prefetch", type=int, default=2, help="our loader's batches in flight per stage")
-    p.add_argument("--io-threads", type=int, default=64,
+    p.add_argument("--io-threads", type=int, default=128,
                    help="reads in flight of our out-of-core gathers (open_store(io_threads=))")
     p.add_argument("--ooc-batch-size", type=int, default=None,
                    help="batch size of the out-of-core comparison (both loaders; default "

@@ -40,7 +40,7 @@ UNCACHED_PATHS = ("direct", "dontneed")
 #: ~85 us per random read against ~2 GB/s sequential)
 SPAN_GAP_BYTES = 16 << 10
 #: per-thread scratch of the uncached paths (a span is at most this minus two pages)
-SCRATCH_BYTES = 256 << 10
+SCRATCH_BYTES = 128 << 10
 ALIGN = 4096
 #: rows sampled by the residency probe, and the resident share above which memory maps win.
 PROBE_ROWS = 64

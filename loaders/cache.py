@@ -6,9 +6,10 @@ per id. Which rows: :func:`presample_counts` runs the sampler alone over an epoc
 and counts how often each row is needed (:func:`rank_rows` takes the top ``K``, degree breaking
 ties); :func:`degree_counts` is the cheap fallback (how often a node is someone's neighbour).
 
-A gather (:meth:`FeatureCache.gather`) splits the ids with a numba kernel: hits are copied
-from the hot tier in parallel, misses are read from the store, sorted, deduplicated and merged
-into spans, at ``io_threads`` reads in flight, straight into their rows of the output
+A gather (:meth:`FeatureCache.gather`) splits the ids with a numba kernel: misses are read
+from the store, sorted, deduplicated and merged into spans, at ``io_threads`` reads in flight
+(issued from a helper thread while the hits are copied from the hot tier in parallel),
+straight into their rows of the output
 (``LocalRows.read_uncached``: ``O_DIRECT`` by default, so a capped process's page cache is
 not filled with rows it will not keep).
 
@@ -55,12 +56,6 @@ def _split_one(ids, pos, hot_addr, row_bytes, out_addr, miss, i):
         miss[i] = True
 
 
-@numba.njit(nogil=True, parallel=True, cache=True)
-def _split_par(ids, pos, hot_addr, row_bytes, out_addr, miss):
-    for i in numba.prange(ids.shape[0]):
-        _split_one(ids, pos, hot_addr, row_bytes, out_addr, miss, i)
-
-
 @numba.njit(nogil=True, cache=True)
 def _split_ser(ids, pos, hot_addr, row_bytes, out_addr, miss):
     for i in range(ids.shape[0]):
@@ -71,6 +66,30 @@ def _split_ser(ids, pos, hot_addr, row_bytes, out_addr, miss):
 def _lookup(ids, pos, out):
     for i in range(ids.shape[0]):
         out[i] = pos[ids[i]]
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _copy_one(p, hot_addr, row_bytes, out_addr, i):
+    if p[i] >= 0:
+        _memcpy(out_addr + i * row_bytes, hot_addr + np.int64(p[i]) * row_bytes, row_bytes)
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _copy_hits_par(p, hot_addr, row_bytes, out_addr):
+    for i in numba.prange(p.shape[0]):
+        _copy_one(p, hot_addr, row_bytes, out_addr, i)
+
+
+@numba.njit(nogil=True, cache=True)
+def _copy_hits_ser(p, hot_addr, row_bytes, out_addr):
+    for i in range(p.shape[0]):
+        _copy_one(p, hot_addr, row_bytes, out_addr, i)
+
+
+def _copy_hits(p, hot_addr, row_bytes, out_addr) -> None:
+    from ._kernels import _parallel_ok  # the workqueue layer aborts on concurrent regions
+
+    (_copy_hits_par if _parallel_ok() else _copy_hits_ser)(p, hot_addr, row_bytes, out_addr)
 
 
 # -- ranking ---------------------------------------------------------------------------------
@@ -206,6 +225,7 @@ class FeatureCache:
         self.hot = HotTier(feature.shape[0], rows, feature.shape[1:], feature.dtype, pin=pin)
         self.stats = CacheStats()
         self._local = isinstance(feature._rows, LocalRows)
+        self._bg = None  # one thread that issues the misses' reads while hits are copied
         if len(self.hot):  # fill: one sorted pass of reads around the page cache
             self._read(self.hot.rows, self.hot.data, None)
             self.stats.reset()
@@ -242,16 +262,37 @@ class FeatureCache:
         n = ids.shape[0]
         if n == 0:
             return out if out is not None else buf
-        miss = np.empty(n, np.bool_)
         hot = self.hot
-        if len(hot):
-            kern = _split_par if n >= _PARALLEL_MIN else _split_ser
-            kern(ids, hot.pos, hot.data.ctypes.data, hot.row_bytes, buf.ctypes.data, miss)
-            at = np.flatnonzero(miss)
-        else:
+        if not len(hot):
             at = np.arange(n, dtype=np.int64)
+        elif n < _PARALLEL_MIN:  # small: one pass copies hits and flags misses
+            miss = np.empty(n, np.bool_)
+            _split_ser(ids, hot.pos, hot.data.ctypes.data, hot.row_bytes, buf.ctypes.data, miss)
+            at = np.flatnonzero(miss)
+        else:  # large: find the misses, start their reads, copy the hits meanwhile
+            p = np.empty(n, np.int32)
+            _lookup(ids, hot.pos, p)
+            at = np.flatnonzero(p < 0)
+            fut = None
+            if at.shape[0]:
+                if self._bg is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self._bg = ThreadPoolExecutor(1, thread_name_prefix="fs-cache-miss")
+                fut = self._bg.submit(self._read, ids[at], buf, at)
+            _copy_hits(p, hot.data.ctypes.data, hot.row_bytes, buf.ctypes.data)
+            self.stats.hits += n - at.shape[0]
+            self.stats.misses += at.shape[0]
+            if fut is not None:
+                fut.result()
+            return out if out is not None else buf
         self.stats.hits += n - at.shape[0]
         self.stats.misses += at.shape[0]
         if at.shape[0]:
             self._read(ids[at], buf, at)
         return out if out is not None else buf
+
+    def close(self) -> None:
+        if self._bg is not None:
+            self._bg.shutdown(wait=True)
+            self._bg = None

@@ -40,6 +40,8 @@ def _patterns(n: int, cached: np.ndarray, rng) -> dict[str, np.ndarray]:
         "sorted_dense_run": np.arange(100, 900),
         "one_row_repeated": np.full(50, n - 1),
         "int32_ids": rng.integers(0, n, 400).astype(np.int32),
+        "large_mixed": rng.integers(0, n, 20_000),  # the overlapped path (>= 16k ids)
+        "large_all_hit": rng.choice(cached, 17_000),
     }
 
 
