@@ -44,9 +44,12 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from .errors import LoaderArgumentError
+
 __all__ = ["AccessTrace", "record_trace", "row_degree", "rank_rows", "static_mask",
            "static_hits", "optimal_static_hits", "lru_hits", "sieve_hits", "clock_hits",
-           "belady_hits", "next_use", "POLICIES", "ReplayResult", "replay", "epoch_order"]
+           "belady_hits", "next_use", "POLICIES", "ReplayResult", "replay", "epoch_order",
+           "feature_type"]
 
 log = logging.getLogger(__name__)
 
@@ -632,13 +635,14 @@ def replay(trace: AccessTrace, capacities, policies=POLICIES, *, degree: np.ndar
     """
     E = trace.num_epochs
     if not 0 < presample_epochs < E:
-        raise ValueError(f"Expected 0 < presample_epochs < epochs ({E}). "
+        raise LoaderArgumentError(f"Expected 0 < presample_epochs < epochs ({E}). "
                          f"Got {presample_epochs} instead.")
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
-        raise ValueError(f"Expected policies among {POLICIES}. Got {unknown} instead.")
+        raise LoaderArgumentError(f"Expected policies among {POLICIES}. Got {unknown} instead.")
     if "degree-static" in policies and degree is None:
-        raise ValueError("Expected the rows' degrees (row_degree) for the degree-static policy.")
+        raise LoaderArgumentError("Expected the rows' degrees (row_degree) for the degree-static "
+                                  "policy. Got degree=None instead.")
     caps = [int(c) for c in capacities]
     measured = list(range(presample_epochs, E))
     ep = trace.epoch_ptr

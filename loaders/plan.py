@@ -33,12 +33,12 @@ Examples
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from . import cache_policies as cp
+from .errors import LoaderArgumentError
 
 __all__ = ["Plan", "plan", "parse_input", "available_memory", "estimate_epoch_rows",
            "memory_plan", "INTERPRETER_BYTES", "CURVE_SHARES"]
@@ -100,8 +100,8 @@ def available_memory() -> tuple[int, str]:
         return limit, "cgroup limit"
     if meminfo is not None:
         return meminfo, "MemAvailable"
-    raise OSError("Cannot tell how much memory this process may use (no cgroup limit, no "
-                  "/proc/meminfo): pass memory=.")
+    raise LoaderArgumentError("Cannot tell how much memory this process may use (no cgroup "
+                              "limit, no /proc/meminfo): pass memory=.")
 
 
 def _cgroup_limit() -> int | None:
@@ -368,7 +368,7 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     rb = row_bytes[ntype]
     budget_mod = _budget_module() if use_budget is not False else None
     if use_budget and budget_mod is None:
-        raise ImportError("Expected loaders.budget for use_budget=True. It is not there.")
+        raise LoaderArgumentError("Expected loaders.budget for use_budget=True. It is not there.")
     lp = None
     if budget_mod is not None:
         lp = budget_mod.plan_loader(
