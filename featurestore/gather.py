@@ -41,6 +41,11 @@ UNCACHED_PATHS = ("direct", "dontneed")
 SPAN_GAP_BYTES = 16 << 10
 #: per-thread scratch of the uncached paths (a span is at most this minus two pages)
 SCRATCH_BYTES = 128 << 10
+#: ids whose mean gap is under this many bytes are read as long spans (up to
+#: DENSE_SCRATCH_BYTES) by DENSE_STREAMS tasks, close to the device's sequential rate
+DENSE_GAP_BYTES = 16 << 10
+DENSE_SCRATCH_BYTES = 1 << 20
+DENSE_STREAMS = 16
 ALIGN = 4096
 #: rows sampled by the residency probe, and the resident share above which memory maps win.
 PROBE_ROWS = 64
@@ -290,9 +295,13 @@ class LocalRows:
         return a + (-a) % ALIGN
 
     def scratch_bytes(self) -> int:
-        """Memory the uncached paths hold: one scratch per reader thread."""
-        return (self.io_threads + 1) * (max(SCRATCH_BYTES, self.layout.row_bytes + 2 * ALIGN)
-                                        + ALIGN)
+        """Memory the uncached paths hold: one scratch per reader thread, and the shared
+        scratch of a dense read while it runs."""
+        rb = self.layout.row_bytes
+        per_thread = (self.io_threads + 1) * (max(SCRATCH_BYTES, rb + 2 * ALIGN) + ALIGN)
+        dense = min(DENSE_STREAMS, self.io_threads) * (max(DENSE_SCRATCH_BYTES, rb + 2 * ALIGN)
+                                                       + ALIGN)
+        return per_thread + dense
 
     def read_uncached(self, ids: np.ndarray, out: np.ndarray, read_path: str = "direct",
                       at: np.ndarray | None = None) -> str:
@@ -315,16 +324,31 @@ class LocalRows:
         else:
             align, path = ALIGN, "direct"
         rb = self.layout.row_bytes
-        span = max(SCRATCH_BYTES, rb + 2 * ALIGN) - 2 * ALIGN
+        extent = (int(rows[-1]) - int(rows[0]) + 1) * rb
+        dense = rows.size * DENSE_GAP_BYTES >= extent  # mean gap under DENSE_GAP_BYTES
+        scratch = DENSE_SCRATCH_BYTES if dense else SCRATCH_BYTES
+        span = max(scratch, rb + 2 * ALIGN) - 2 * ALIGN
         first = plan_spans(rows, rb, SPAN_GAP_BYTES, span)
         nspan = first.shape[0] - 1
         addr = out.ctypes.data
+        if dense:  # few long reads, each task with its own slot of one shared scratch
+            tasks = min(nspan, DENSE_STREAMS, self.io_threads)
+            slot = span + 2 * ALIGN
+            shared = np.empty(tasks * slot + ALIGN, np.uint8)
+            base = shared.ctypes.data + (-shared.ctypes.data) % ALIGN
+            slots = iter(range(tasks))
 
-        def run(lo, hi):
-            return read_spans(fd, rb, rows, dstpos, first, lo, hi, addr, self._scratch_addr(),
-                              align, dontneed)
+            def run(lo, hi, k=None):
+                k = next(slots) if k is None else k
+                return read_spans(fd, rb, rows, dstpos, first, lo, hi, addr, base + k * slot,
+                                  align, dontneed)
+        else:
+            tasks = min(nspan, self.io_threads * 4)
 
-        tasks = min(nspan, self.io_threads * 4)
+            def run(lo, hi):
+                return read_spans(fd, rb, rows, dstpos, first, lo, hi, addr,
+                                  self._scratch_addr(), align, dontneed)
+
         if tasks <= 1:
             results = [run(0, nspan)]
         else:

@@ -166,3 +166,38 @@ def test_presample_scores_shrink_towards_the_degree_bin_mean():
     assert np.allclose(got, want)
     # a row never seen but of a well-used degree bin outranks a row seen once by chance
     assert got[3] > got[5] - 2.0 and rank_rows(got, 3).tolist() == [1, 2, 4]
+
+
+@pytest.mark.parametrize("read_path", ["direct", "dontneed"])
+def test_uncached_reads_at_every_density(wide_store, read_path, monkeypatch):
+    import featurestore.gather as G
+
+    F = wide_store.features()
+    ref = F.numpy()
+    rng = np.random.default_rng(4)
+    n = F.shape[0]
+    monkeypatch.setattr(G, "DENSE_SCRATCH_BYTES", 64 << 10)  # several dense spans here
+    for share in (0.002, 0.05, 0.3, 1.0):
+        ids = rng.permutation(rng.choice(n, max(1, int(share * n)), replace=False))
+        ids = np.concatenate([ids, ids[:7]])  # and repeats
+        out = np.empty((ids.size, 768), np.float16)
+        F._rows.read_uncached(ids, out, read_path)
+        assert np.array_equal(out, ref[ids]), share
+
+
+def test_plan_spans_matches_a_python_reference():
+    from featurestore.gather import plan_spans
+
+    rng = np.random.default_rng(2)
+    rows = np.unique(rng.integers(0, 5000, 700)).astype(np.int64)
+    rb, gap, span = 100, 450, 3000
+    first = plan_spans(rows, rb, gap, span)
+    want, i = [], 0
+    while i < rows.size:
+        j = i + 1
+        while (j < rows.size and (rows[j] - rows[j - 1] - 1) * rb <= gap
+               and (rows[j] - rows[i] + 1) * rb <= span):
+            j += 1
+        want.append(i)
+        i = j
+    assert first.tolist() == want + [rows.size]
