@@ -89,6 +89,8 @@ class Location:
             return
         try:
             got = self.fs.cat_file(self.path(key), start=0, end=2)
+        except FileNotFoundError:
+            return  # nothing there: the caller says so
         except Exception as e:  # noqa: BLE001 - any transport error, named below
             raise remote_error(e, self.url, key) from e
         if len(got) != 2:

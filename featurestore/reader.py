@@ -13,7 +13,7 @@ import numpy as np
 
 from . import format as fmt
 from ._integrity import check_csc, native
-from ._location import Location
+from ._location import Location, remote_error
 from ._shard import ShardLayout
 from .errors import (ClosedStoreError, CorruptStoreError, FeatureStoreError,
                      IncompleteStoreError, NotAStoreError, StoreChangedError, StoreNotFoundError,
@@ -51,6 +51,16 @@ def open_store(url: str | os.PathLike, *, storage_options: dict | None = None,
     return Store(url, storage_options=storage_options, read_path=read_path,
                  io_threads=io_threads, cache_bytes=cache_bytes,
                  allow_incomplete=allow_incomplete)
+
+
+def _is_transport_error(e: BaseException) -> bool:
+    """A network failure (refused, reset, timed out) rather than a bug or bad data."""
+    if isinstance(e, (FileNotFoundError, FeatureStoreError)):
+        return False
+    if isinstance(e, (OSError, TimeoutError, ConnectionError)):
+        return True
+    mod = type(e).__module__ or ""
+    return mod.startswith(("aiohttp", "botocore", "aiobotocore", "asyncio", "fsspec"))
 
 
 def _native_ids(ids):
@@ -111,6 +121,8 @@ class FeatureArray:
         except FeatureStoreError:
             raise
         except Exception as e:
+            if st is not None and not st.loc.is_local and _is_transport_error(e):
+                raise remote_error(e, st.url, self.name) from e
             if isinstance(self._rows, ZarrRows):  # zarr's decode / checksum errors
                 raise CorruptStoreError(f"Could not read rows of {self.name}: "
                                         f"{type(e).__name__}: {e}") from e
@@ -160,7 +172,14 @@ class Store:
         self.loc = Location(url, storage_options)
         self.url = self.loc.url
         self.read_path, self.io_threads, self.cache_bytes = read_path, io_threads, cache_bytes
-        if not self.loc.exists():
+        self.loc.check_ranges()  # remote HTTP: an unreachable server or one without Range
+        try:
+            found = self.loc.exists()
+        except Exception as e:  # noqa: BLE001 - a remote store's transport errors, named
+            if self.loc.is_local or not _is_transport_error(e):
+                raise
+            raise remote_error(e, self.url, "the store root") from e
+        if not found:
             raise StoreNotFoundError(f"Expected a feature store at {self.url}. Nothing is there.")
         self._root_file = self.loc.path("zarr.json")
         try:

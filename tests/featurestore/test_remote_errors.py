@@ -1,0 +1,148 @@
+"""Remote stores that fail (issue 10, item 14): a server without Range support, a stopped
+server, a stalled server. Each is a RemoteStoreError naming the URL (and the array), said at
+once or within the read timeout, never a checksum error, a bare aiohttp error or a 300 s hang.
+Every server here listens on 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import featurestore as fs
+from featurestore.errors import RemoteStoreError
+
+pytest.importorskip("aiohttp")
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory):
+    p = tmp_path_factory.mktemp("remote") / "s"
+    w = fs.create_store(p)
+    w.add_node_type("v", 5000)
+    w.add_features("v", "feat", np.arange(5000 * 64, dtype=np.float32).reshape(5000, 64))
+    w.commit()
+    return p
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+
+class _RangeHandler(_Quiet):
+    """SimpleHTTPRequestHandler plus single byte ranges (``bytes=a-b`` and ``bytes=-n``)."""
+
+    def send_head(self):
+        rng = self.headers.get("Range")
+        if not rng or self.command != "GET":
+            return super().send_head()
+        path = self.translate_path(self.path)
+        try:
+            f = open(path, "rb")
+        except OSError:
+            self.send_error(404)
+            return None
+        size = f.seek(0, 2)
+        a, b = rng.split("=", 1)[1].split("-")
+        start, end = (size - int(b), size - 1) if a == "" else (int(a), int(b) if b else size - 1)
+        end = min(end, size - 1)
+        f.seek(start)
+        data = f.read(end - start + 1)
+        f.close()
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        import io
+
+        return io.BytesIO(data)
+
+
+def _serve(handler, directory):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                          functools.partial(handler, directory=str(directory)))
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    return srv
+
+
+def test_server_with_range_support_reads_rows(store_dir):
+    srv = _serve(_RangeHandler, store_dir.parent)
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/{store_dir.name}"
+        s = fs.open_store(url)
+        rows = s.features("v").gather([3, 4999, 0])
+        assert np.array_equal(rows, fs.open_store(store_dir).features("v").gather([3, 4999, 0]))
+    finally:
+        srv.shutdown()
+
+
+def test_server_without_range_support_is_named_at_open(store_dir):
+    srv = _serve(_Quiet, store_dir.parent)  # python -m http.server: no Range
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/{store_dir.name}"
+        with pytest.raises(RemoteStoreError, match="Range"):
+            fs.open_store(url)
+    finally:
+        srv.shutdown()
+
+
+def test_stopped_server_names_the_url(store_dir):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once closed
+    url = f"http://127.0.0.1:{port}/{store_dir.name}"
+    with pytest.raises(RemoteStoreError, match=f"127.0.0.1:{port}"):
+        fs.open_store(url)
+
+
+def test_server_stopping_mid_use_names_the_array(store_dir):
+    srv = _serve(_RangeHandler, store_dir.parent)
+    url = f"http://127.0.0.1:{srv.server_address[1]}/{store_dir.name}"
+    s = fs.open_store(url)
+    f = s.features("v")
+    srv.shutdown()
+    srv.server_close()
+    with pytest.raises((RemoteStoreError, fs.CorruptStoreError), match="feat"):
+        f.gather([10, 20])
+
+
+def test_stalled_server_times_out_with_a_message(store_dir):
+    import aiohttp
+
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8)
+    held = []
+    stop = threading.Event()
+
+    def accept():  # accept connections and never answer
+        lsock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(lsock.accept()[0])
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    url = f"http://127.0.0.1:{lsock.getsockname()[1]}/{store_dir.name}"
+    opts = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=None, sock_connect=1,
+                                                               sock_read=1)}}
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(RemoteStoreError, match="timeout|Timeout"):
+            fs.open_store(url, storage_options=opts)
+        assert time.perf_counter() - t0 < 30
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        lsock.close()
