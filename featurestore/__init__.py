@@ -5,8 +5,9 @@ __version__ = "0.1.0"
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
 from .format import EdgeType
+from .gather import check_ids
 from .reader import FeatureArray, Store, open_store
 from .writer import StoreWriter, create_store, iter_blocks
 
 __all__ = ["open_store", "create_store", "Store", "StoreWriter", "FeatureArray", "EdgeType",
-           "iter_blocks", *_errors_all]
+           "iter_blocks", "check_ids", *_errors_all]

@@ -27,6 +27,7 @@ __all__ = [
     "DiskFullError",
     "RemoteStoreError",
     "ClosedStoreError",
+    "InvalidArgumentError",
 ]
 
 
@@ -109,3 +110,7 @@ class RemoteStoreError(FeatureStoreError, OSError):
 
 class ClosedStoreError(FeatureStoreError, RuntimeError):
     """The store (or array) was used after ``close()``."""
+
+
+class InvalidArgumentError(FeatureStoreError, ValueError):
+    """An argument has the wrong type or is out of range (``io_threads=0``, ``batch_size=100.5``)."""

@@ -16,7 +16,7 @@ from ._integrity import check_csc, native
 from ._location import Location, remote_error
 from ._shard import ShardLayout
 from .errors import (ClosedStoreError, CorruptStoreError, FeatureStoreError,
-                     IncompleteStoreError, NotAStoreError, StoreChangedError, StoreNotFoundError,
+                     IncompleteStoreError, InvalidArgumentError, NotAStoreError, StoreChangedError, StoreNotFoundError,
                      UnknownEdgeTypeError, UnknownFeatureError, UnknownNodeTypeError,
                      UnknownSplitError, UnsafePathError)
 from .format import EdgeType
@@ -169,6 +169,10 @@ class Store:
                           allow_incomplete=allow_incomplete)
         if read_path not in READ_PATHS:
             raise ValueError(f"Expected read_path in {READ_PATHS}. Got {read_path!r} instead.")
+        for name, v, lo in (("io_threads", io_threads, 1), ("cache_bytes", cache_bytes, 0)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise InvalidArgumentError(f"Expected an integer {name} >= {lo} for {url}. "
+                                  f"Got {v!r} instead.")
         self.loc = Location(url, storage_options)
         self.url = self.loc.url
         self.read_path, self.io_threads, self.cache_bytes = read_path, io_threads, cache_bytes

@@ -8,12 +8,12 @@ loader does not take, ``ValueError`` for a value it cannot honour).
 
 from __future__ import annotations
 
-from featurestore.errors import FeatureStoreError
+from featurestore.errors import FeatureStoreError, InvalidArgumentError
 
 __all__ = ["LoaderArgumentError", "UnsupportedArgumentError"]
 
 
-class LoaderArgumentError(FeatureStoreError, ValueError):
+class LoaderArgumentError(InvalidArgumentError):
     """An argument's value is ambiguous or cannot be honoured (the message says what to pass)."""
 
 

@@ -18,9 +18,12 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numba
 import numpy as np
 
+from featurestore.errors import UnknownNodeTypeError
 from featurestore.format import EdgeType
+from featurestore.gather import check_ids
 
 from . import _kernels as K
+from .errors import LoaderArgumentError
 from ._rng import batch_key, layer_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -339,14 +342,17 @@ class NeighborSampler:
         g = self.graph
         if seed_type is None:
             if len(g.node_types) != 1:
-                raise ValueError(f"Expected a seed_type among {g.node_types}. Got None instead.")
+                raise LoaderArgumentError(f"Expected a seed_type among {g.node_types}. "
+                                          "Got None instead.")
             seed_type = g.node_types[0]
         if seed_type not in g.num_nodes:
-            raise KeyError(f"Expected a seed_type among {g.node_types}. Got {seed_type!r} instead.")
-        seeds = np.ascontiguousarray(seeds, dtype=np.int64).reshape(-1)
-        if seeds.size and (seeds.min() < 0 or seeds.max() >= g.num_nodes[seed_type]):
-            raise IndexError(f"Expected seeds in [0, {g.num_nodes[seed_type]}) for node type "
-                             f"{seed_type!r}. Got ids in [{seeds.min()}, {seeds.max()}] instead.")
+            raise UnknownNodeTypeError(f"Expected a seed_type among {g.node_types}. "
+                                       f"Got {seed_type!r} instead.")
+        if hasattr(seeds, "numpy") and not isinstance(seeds, np.ndarray):  # a CPU tensor
+            seeds = seeds.numpy()
+        # integer ids only: floats or bools are refused, never truncated into ids
+        seeds = check_ids(seeds, g.num_nodes[seed_type], f"seeds of node type {seed_type!r}")
+        seeds = np.ascontiguousarray(seeds, dtype=np.int64)
         input_id = (np.arange(seeds.shape[0], dtype=np.int64) if input_id is None
                     else np.asarray(input_id, dtype=np.int64))
         if self.num_threads:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import featurestore as fs
 from featurestore.format import EdgeType
 from loaders.reference import reference_sample
 from loaders.sampler import CSCGraph, Fanouts, NeighborSampler
@@ -171,6 +172,11 @@ def test_bad_input_is_named(skewed_graph, hetero_store):
     s = NeighborSampler(skewed_graph, [2])
     with pytest.raises(IndexError, match=r"\[0, 600\)"):
         s.sample([0, 600])
+    for bad in ([1.7, 2.2], [True, False], np.array([1.0])):  # never truncated into ids
+        with pytest.raises(fs.InvalidIdsError, match="integer"):
+            s.sample(bad)
+    with pytest.raises(fs.UnknownNodeTypeError, match="nope"):
+        s.sample([0], "nope")
     with pytest.raises(ValueError, match=">= -1"):
         NeighborSampler(skewed_graph, [2, -3])
     with pytest.raises(KeyError, match="edge types"):
