@@ -40,12 +40,12 @@ UNCACHED_PATHS = ("direct", "dontneed")
 #: ~85 us per random read against ~2 GB/s sequential)
 SPAN_GAP_BYTES = 16 << 10
 #: per-thread scratch of the uncached paths (a span is at most this minus two pages)
-SCRATCH_BYTES = 128 << 10
+SCRATCH_BYTES = 64 << 10
 #: ids whose mean gap is under this many bytes are read as long spans (up to
 #: DENSE_SCRATCH_BYTES) by DENSE_STREAMS tasks, close to the device's sequential rate
 DENSE_GAP_BYTES = 16 << 10
 DENSE_SCRATCH_BYTES = 1 << 20
-DENSE_STREAMS = 16
+DENSE_STREAMS = 8
 #: sparse reads are split into this many tasks per reader thread (smaller tasks, shorter tail)
 TASKS_PER_THREAD = 4
 ALIGN = 4096

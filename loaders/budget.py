@@ -26,10 +26,10 @@ __all__ = ["parse_size", "cgroup_memory_limit", "process_anon_bytes", "available
 PHYSICAL_SHARE = 0.8
 #: the plan keeps this share of the budget (at least MARGIN_MIN) unspent: allocator slack,
 #: the interpreter's growth, the pages of mapped code and libraries
-MARGIN_SHARE = 0.05
-MARGIN_MIN = 64 << 20
+MARGIN_SHARE = 0.03
+MARGIN_MIN = 32 << 20
 #: a batch buffer holds this many times the most distinct rows seen in the sampled batches
-ROWS_HEADROOM = 1.10
+ROWS_HEADROOM = 1.05
 _NO_LIMIT = 1 << 60
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -128,13 +128,35 @@ def physical_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def cgroup_mapped_file_bytes(proc_cgroup: str = "/proc/self/cgroup",
+                             root: str = "/sys/fs/cgroup") -> int:
+    """File pages mapped by the processes of this cgroup and charged to it (code and data of
+    the interpreter and its libraries, when they were first read here): the cap must keep
+    room for them, or every page fault re-reads them."""
+    text = _read(proc_cgroup) or ""
+    for line in text.splitlines():
+        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if "memory" in controllers.split(","):
+            stat, key = os.path.join(root, "memory", path.lstrip("/"), "memory.stat"), "mapped_file"
+        elif hid == "0" and controllers == "":
+            stat, key = os.path.join(root, path.lstrip("/"), "memory.stat"), "file_mapped"
+        else:
+            continue
+        m = re.search(rf"^{key} (\d+)$", _read(stat) or "", re.M)
+        if m:
+            return int(m.group(1))
+    return 0
+
+
 def available_memory(share: float = PHYSICAL_SHARE) -> int:
     """Bytes this process may still use: its cgroup's limit (else ``share`` of physical
-    memory) less what it already holds."""
+    memory) less what it already holds (anonymous memory, and the mapped file pages charged
+    to its cgroup)."""
     phys = physical_memory()
     lim = cgroup_memory_limit()
-    base = lim if lim is not None and lim < phys else int(share * phys)
-    return max(0, base - process_anon_bytes())
+    if lim is not None and lim < phys:
+        return max(0, lim - process_anon_bytes() - cgroup_mapped_file_bytes())
+    return max(0, int(share * phys) - process_anon_bytes())
 
 
 _SLACK_LIMITED = False
@@ -244,8 +266,8 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
 
     * batch bytes = sum over types of ``ceil(ROWS_HEADROOM * batch_rows[t]) * row_bytes[t]``;
     * sampler = ``subgraphs_in_flight * (edges * 40 + rows * 8)`` (sampled edges as
-      ``row, col, edge`` int64 plus the PyG/DGL edge tensors; node ids) plus the sampler's
-      dense id maps (``4 * num_nodes`` per type, two sampling threads);
+      ``row, col, edge`` int64 plus the PyG/DGL edge tensors; node ids) plus the sampling
+      thread's dense id maps (``4 * num_nodes`` per type);
     * reader = ``scratch_bytes`` (the reader threads' aligned scratch);
     * margin = ``max(MARGIN_MIN, MARGIN_SHARE * budget)``;
     * features fit when ``feature bytes + topology + the rest <= budget`` (then no cache and
@@ -257,7 +279,7 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
     batch_bytes = sum(n * feature_row_bytes[t] for t, n in batch_rows.items())
     rows_total = sum(batch_rows.values())
     sampler = (subgraphs_in_flight * (edges_per_batch * 40 + rows_total * 8)
-               + 2 * 4 * sum(num_nodes.values()))
+               + 4 * sum(num_nodes.values()))
     margin = max(MARGIN_MIN, int(MARGIN_SHARE * budget))
     feature_bytes = sum(feature_row_bytes[t] * feature_rows[t] for t in feature_row_bytes)
     base = batch_bytes * batches_in_flight + sampler + scratch_bytes + margin

@@ -431,8 +431,12 @@ class NeighborLoader:
                 t0 = time.perf_counter()
                 self._resident_topology()
                 common["topology"] = "memory"
+                common["topology_bytes"] = sum(p.nbytes + i.nbytes
+                                               for p, i in self.sampler.graph.csc.values())
                 resident_s = time.perf_counter() - t0
-            rows, edges, k = self._measure_batches()  # a few batches for the real numbers
+            # a few batches for the real numbers, on a short-lived thread: the sampler's
+            # per-thread id maps go with it
+            rows, edges, k = _in_thread(self._measure_batches)
             plan = plan_loader(batch_rows=rows, edges_per_batch=edges, sampled_batches=k,
                                **common)
             if common["topology"] == "memory" and topology is None:
@@ -442,7 +446,7 @@ class NeighborLoader:
             return
         if policy is not None and plan.cache_rows:
             t0 = time.perf_counter()
-            scores = self._rank_scores(policy, presample_epochs, plan.cache_rows)
+            scores = _in_thread(self._rank_scores, policy, presample_epochs, plan.cache_rows)
             plan.notes.append(f"{policy} ranking took {time.perf_counter() - t0:.1f} s")
             t0 = time.perf_counter()
             for t, n in plan.cache_rows.items():
@@ -457,7 +461,7 @@ class NeighborLoader:
                 self.caches[t] = FeatureCache(f, np.empty(0, np.int64), pin=self.pin,
                                               read_path=plan.read_path)
 
-    def _measure_batches(self, k: int = 4) -> tuple[dict[str, int], int, int]:
+    def _measure_batches(self, k: int = 8) -> tuple[dict[str, int], int, int]:
         """Most distinct rows per type and most edges over ``k`` batches of epoch 0."""
         order = self.batch_order(0)
         pick = np.linspace(0, len(order) - 1, min(k, len(order))).astype(int) if order else []
@@ -482,6 +486,8 @@ class NeighborLoader:
             for name, a in (("indptr", p), ("indices", i)):
                 rows = store._rows(fmt.edge_key(et, name)) if hasattr(store, "_rows") else None
                 arrs.append(rows.read_all() if isinstance(rows, LocalRows) else np.array(a))
+            if arrs[0].dtype == np.int64 and (arrs[0].size == 0 or arrs[0][-1] < 2**31 - 1):
+                arrs[0] = arrs[0].astype(np.int32)  # offsets fit: half the indptr bytes
             csc[et] = tuple(arrs)
         graph = CSCGraph(dict(g.num_nodes), csc)
         self.sampler = NeighborSampler(graph, self._num_neighbors, replace=self._replace,
@@ -606,6 +612,25 @@ class NeighborLoader:
             raise ImportError("output='dgl' needs DGL (dgl 2.1.0 with torch <= 2.2.1): "
                               "see the README's DGL section for its environment.") from e
         return to_dgl
+
+
+def _in_thread(fn, *args):
+    """``fn(*args)`` on a thread of its own (joined): what it keeps per thread (the sampler's
+    id maps) is freed when it ends."""
+    box: dict = {}
+
+    def body():
+        try:
+            box["out"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            box["exc"] = e
+
+    t = threading.Thread(target=body, name="loader-plan", daemon=True)
+    t.start()
+    t.join()
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
 
 
 class _Pipeline:
