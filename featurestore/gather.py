@@ -64,6 +64,8 @@ def check_ids(ids, num_rows: int, what: str) -> np.ndarray:
         return arr.astype(np.int64)
     if arr.dtype.kind not in "iu":
         raise InvalidIdsError(f"Expected integer ids for {what}. Got dtype {arr.dtype} instead.")
+    if not arr.dtype.isnative:  # big-endian ids from a file: numba takes native order only
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     if arr.dtype.kind == "u" and arr.dtype.itemsize == 8:
         arr = arr.astype(np.int64)  # uint64 has no numba-safe comparison with negative bounds
     lo, hi = K.id_range(arr)
