@@ -376,6 +376,18 @@ class LocalRows:
             copy_within(addr, rb, dup_src, dup_dst)
         return path
 
+    def release_pages(self) -> None:
+        """Drop this array's pages from this process's map and from the page cache (after a
+        resident copy, or a validation pass that read the whole file through the map), so a
+        capped process is not charged for them."""
+        if self._mm is not None:
+            try:
+                self._mm.madvise(mmap.MADV_DONTNEED)
+            except (OSError, AttributeError, ValueError):
+                pass
+        if self._fd >= 0:
+            os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
     def read_all(self, out: np.ndarray | None = None, block_bytes: int = 16 << 20) -> np.ndarray:
         """The whole array read into (anonymous) memory, its pages dropped from the page cache
         as it goes: a resident copy that costs the page cache nothing."""

@@ -433,6 +433,9 @@ class NeighborLoader:
                 common["topology"] = "memory"
                 common["topology_bytes"] = sum(p.nbytes + i.nbytes
                                                for p, i in self.sampler.graph.csc.values())
+                if memory is None:  # again, now that the mapped pages are gone; the resident
+                    # copy is in what the process holds, and the plan counts it itself
+                    common["budget"] = available_memory() + common["topology_bytes"]
                 resident_s = time.perf_counter() - t0
             # a few batches for the real numbers, on a short-lived thread: the sampler's
             # per-thread id maps go with it
@@ -485,7 +488,11 @@ class NeighborLoader:
             arrs = []
             for name, a in (("indptr", p), ("indices", i)):
                 rows = store._rows(fmt.edge_key(et, name)) if hasattr(store, "_rows") else None
-                arrs.append(rows.read_all() if isinstance(rows, LocalRows) else np.array(a))
+                if isinstance(rows, LocalRows):
+                    arrs.append(rows.read_all())
+                    rows.release_pages()  # pages a validation pass read through the map
+                else:
+                    arrs.append(np.array(a))
             if arrs[0].dtype == np.int64 and (arrs[0].size == 0 or arrs[0][-1] < 2**31 - 1):
                 arrs[0] = arrs[0].astype(np.int32)  # offsets fit: half the indptr bytes
             csc[et] = tuple(arrs)
