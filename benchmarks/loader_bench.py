@@ -419,7 +419,8 @@ def table(rep: dict) -> str:
         for e in r.get("epochs") or []:
             c = e.get("cache") or {}
             extra = (f", hit rate {c['hit_rate']:.1%}, {c['misses']:,} misses, {c['reads']:,} "
-                     f"reads, {c['mb_read']:.0f} MB read per batch" if "hit_rate" in c else "")
+                     f"reads, {c['mb_read']:.0f} MB read per batch" if c.get("hits") or c.get("misses")
+                     else ", features served by the page cache (they fit the budget)")
             lines.append(f"  {'':40s} epoch {e.get('epoch', '?')}: {e['seeds_per_s']:,} seeds/s "
                          f"({e['batches']} batches){extra}")
         if r.get("setup_seconds") is not None:
