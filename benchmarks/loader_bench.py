@@ -389,8 +389,11 @@ def _files(root: str):
 
 
 def table(rep: dict) -> str:
-    lines = [f"graph: {rep['nodes']:,} nodes, {rep['edges']:,} edges; fanouts "
-             f"{rep['fanouts']}, batch {rep['batch_size']}; {rep['cpus']} CPUs; {rep['time']}"]
+    only_ooc = rep.get("ooc_graph") and not any(
+        k in rep for k in ("ours_sampler", "ours_loader", "pyg_loader", "dgl"))
+    lines = [f"graph: {rep['nodes']:,} nodes, {rep['edges']:,} edges; " if not only_ooc else ""]
+    lines[0] += (f"fanouts {rep['fanouts']}, batch {rep['batch_size']}; {rep['cpus']} CPUs; "
+                 f"{rep['time']}")
     if rep.get("ooc_graph"):
         g = rep["ooc_graph"]
         lines.append(f"out of core on {g['store']}: {g['nodes']:,} nodes, {g['edges']:,} edges, "
