@@ -201,3 +201,26 @@ def test_plan_spans_matches_a_python_reference():
         want.append(i)
         i = j
     assert first.tolist() == want + [rows.size]
+
+
+def test_budgeted_loader_device_path_and_heterogeneous(hetero_store):
+    """The GPU path's chunked gather through the caches (run on the CPU), on a store whose
+    features do not fit the budget, with a node type without features."""
+    F = hetero_store.features("paper", "feat").numpy()
+    kw = dict(num_neighbors=[3, 2], input_nodes=("paper", "train"), batch_size=100,
+              device="cpu", staging_bytes=4096)
+    probe = NeighborLoader(hetero_store, memory=1, cache=None, **kw)
+    fixed = (probe.plan.batch_bytes * 2 + probe.plan.sampler_bytes + probe.plan.reader_bytes
+             + MARGIN_MIN + probe.plan.topology_bytes)
+    ld = NeighborLoader(hetero_store, memory=fixed + F.nbytes // 2, **kw)
+    assert not ld.plan.fits and set(ld.plan.cache_rows) == {"paper"}
+    assert 0 < len(ld.caches["paper"].hot) < F.shape[0]
+    ld._chunked = True
+    n = rows = 0
+    for mb in ld:
+        ids = mb.subgraph.node["paper"]
+        assert set(mb.x) == {"paper"}
+        assert torch.equal(mb.x["paper"], torch.from_numpy(np.asarray(F[ids])))
+        n += 1
+        rows += ids.shape[0]
+    assert n == len(ld) and ld.stats.hits + ld.stats.misses == rows and ld.stats.hits > 0
