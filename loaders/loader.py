@@ -27,11 +27,14 @@ import numba
 import numpy as np
 import torch
 
+from featurestore.errors import UnknownFeatureError
+
 from . import _compat
 from ._buffers import BufferPool, StagingRing
 from .budget import LoaderPlan, available_memory, limit_allocator_slack, parse_size, plan_loader
 from .cache import (POLICIES, FeatureCache, degree_counts, presample_counts, presample_scores,
                     rank_rows)
+from .errors import LoaderArgumentError
 from .sampler import CSCGraph, MiniBatch, NeighborSampler, SampledSubgraph
 
 __all__ = ["NeighborLoader", "LoaderStats", "resolve_input_nodes"]
@@ -206,6 +209,15 @@ def _cuda_tensors(obj, depth: int = 0):
                 pass
 
 
+def _check_int(name: str, v, lo: int, none_ok: bool = False) -> None:
+    """An integer argument >= ``lo`` (not a float, a bool or a string that would be coerced)."""
+    if v is None and none_ok:
+        return
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise LoaderArgumentError(f"Expected an integer {name} >= {lo}"
+                                  f"{' or None' if none_ok else ''}. Got {v!r} instead.")
+
+
 class NeighborLoader:
     """Mini-batches of sampled subgraphs with their features, streamed from a store.
 
@@ -317,21 +329,30 @@ class NeighborLoader:
         peer = _compat.peer_options(kwargs, transform=transform, pin_memory=pin_memory)
         num_neighbors, replace = _compat.fanouts(num_neighbors, input_nodes, output=output,
                                                  fanout_order=fanout_order, replace=replace)
+        for name, v, lo in (("batch_size", batch_size, 1), ("prefetch", prefetch, 1),
+                            ("num_threads", num_threads, 1), ("staging_bytes", staging_bytes, 1),
+                            ("rank", rank, 0), ("world_size", world_size, 1),
+                            ("batches_in_flight", batches_in_flight, 1),
+                            ("presample_epochs", presample_epochs, 0), ("seed", seed, 0)):
+            _check_int(name, v, lo, none_ok=name == "num_threads")
         if not 0 <= rank < world_size:
-            raise ValueError(f"Expected 0 <= rank < world_size. Got rank={rank}, "
-                             f"world_size={world_size} instead.")
+            raise LoaderArgumentError(f"Expected 0 <= rank < world_size. Got rank={rank}, "
+                                      f"world_size={world_size} instead.")
         self.rank, self.world_size = int(rank), int(world_size)
-        if batch_size < 1 or prefetch < 1:
-            raise ValueError(f"Expected batch_size >= 1 and prefetch >= 1. "
-                             f"Got {batch_size} and {prefetch} instead.")
         if cache not in (None, "auto") + POLICIES:
             raise ValueError(f"Expected cache in {(None, 'auto') + POLICIES}. Got {cache!r} instead.")
         if topology not in (None, "mmap", "memory"):
             raise ValueError(f"Expected topology None, 'mmap' or 'memory'. Got {topology!r} instead.")
-        if batches_in_flight < 1:
-            raise ValueError(f"Expected batches_in_flight >= 1. Got {batches_in_flight} instead.")
         self.store = store
         self.seed_type, self.input_nodes = resolve_input_nodes(store, input_nodes)
+        if self.input_nodes.shape[0] < self.world_size:
+            raise LoaderArgumentError(
+                f"Expected at least world_size={self.world_size} input nodes (one per rank). "
+                f"Got {self.input_nodes.shape[0]}: every rank would get no batch.")
+        have = {t: store.feature_names(t) for t in store.node_types}
+        if any(have.values()) and not any(feature in names for names in have.values()):
+            raise UnknownFeatureError(f"Expected feature {feature!r} on some node type of "
+                                      f"{store.url}. The store has {have}.")
         self._num_neighbors, self._replace = num_neighbors, replace
         self.sampler = NeighborSampler(store, num_neighbors, replace=replace,
                                        num_threads=num_threads, topology=topology or "mmap")

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+import featurestore as fs
+
 from loaders import NeighborLoader, NeighborSampler
 from loaders.reference import reference_sample
 
@@ -156,6 +158,19 @@ def test_input_node_forms_and_errors(hetero_store, homo_store):
         NeighborLoader(homo_store, [2], "train", output="jax")
     with pytest.raises(KeyError, match="node type"):
         NeighborLoader(hetero_store, [2], "train")
+
+
+@pytest.mark.parametrize("kw", [dict(batch_size=100.5), dict(batch_size=True),
+                                dict(prefetch=0), dict(num_threads=0), dict(staging_bytes=-5),
+                                dict(world_size=10**6), dict(rank=1.0, world_size=2),
+                                dict(batches_in_flight=0), dict(feature="nope"),
+                                dict(input_nodes=np.array([1.7, 2.2])),
+                                dict(input_nodes=np.array([True, False]))])
+def test_values_are_refused_not_coerced(homo_store, kw):
+    """Issue 10 item 12: floats, bools and out-of-range values are refused with a named error."""
+    kw = {"input_nodes": "train", "device": "cpu", **kw}
+    with pytest.raises(fs.FeatureStoreError, match="Expected"):
+        NeighborLoader(homo_store, [2], **kw)
 
 
 @pytest.mark.parametrize("staging_bytes", [1000, 64 << 20, 10])
