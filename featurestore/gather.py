@@ -114,6 +114,12 @@ def plan_spans(rows, row_bytes, max_gap_bytes, max_span_bytes):
     return first[:k + 1]
 
 
+def _dense(ids: np.ndarray, row_bytes: int) -> bool:
+    """Whether the rows asked lie closer than ``DENSE_GAP_BYTES`` apart on average."""
+    lo, hi = K.id_range(ids)
+    return ids.size * DENSE_GAP_BYTES >= (int(hi) - int(lo) + 1) * row_bytes
+
+
 @numba.njit(nogil=True, cache=True)
 def read_spans(fd, row_bytes, rows, dstpos, first, lo, hi, dst_addr, scratch_addr, align,
                dontneed):
@@ -233,6 +239,10 @@ class LocalRows:
             return "none"
         if read_path == "auto":
             read_path = "mmap" if self.resident_share(ids) >= RESIDENT_SHARE else "pread"
+            if read_path == "pread" and _dense(ids, self.layout.row_bytes):
+                # cold and dense: long buffered reads (they fill the page cache, so a later
+                # gather of the same rows is warm), not one read per run of rows
+                return self.read_uncached(ids, out, "spans")
         if read_path == "mmap":
             K.copy_rows(self._map, ids, out)
             return "mmap"
@@ -325,8 +335,10 @@ class LocalRows:
             if dup_src is not None:
                 dup_src, dup_dst = at[dup_src], at[dup_dst]
         fd = self._direct_fd() if read_path == "direct" else -1
-        dontneed = fd < 0
-        if dontneed:
+        dontneed = fd < 0 and read_path != "spans"
+        if read_path == "spans":  # buffered, pages kept (the auto path's dense cold reads)
+            fd, align, path = self._fd, 1, "pread"
+        elif dontneed:
             fd, align, path = self._fd, 1, "dontneed"
         else:
             align, path = self._align, "direct"
