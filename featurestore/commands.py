@@ -108,7 +108,7 @@ def _cmd_verify(args) -> int:
 
 def _cmd_plan(args) -> int:
     from loaders.budget import parse_size  # as NeighborLoader(memory=) reads sizes: GB = 1e9
-    from loaders.plan import INTERPRETER_BYTES, parse_input, plan
+    from loaders.plan import parse_input, plan
 
     fanouts = [int(x) for x in args.fanouts.split(",") if x.strip()]
     memory = parse_size(args.memory) if args.memory else None
@@ -121,8 +121,7 @@ def _cmd_plan(args) -> int:
                  read_iops_source=src, batches=args.batches, prefetch=args.prefetch,
                  batches_in_flight=args.batches_in_flight, device=args.device,
                  seed=args.seed, feature=args.feature, ntype=args.ntype,
-                 interpreter_bytes=parse_size(args.interpreter) if args.interpreter
-                 else INTERPRETER_BYTES)
+                 interpreter_bytes=parse_size(args.interpreter) if args.interpreter else None)
     if args.json:
         json.dump(p.as_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -193,7 +192,9 @@ def register(sub) -> None:
                    help="the loader's batches_in_flight (feature buffers on the CPU)")
     p.add_argument("--device", default="cpu",
                    help="where batches go: cpu, or cuda (pinned staging, no CPU batch buffers)")
-    p.add_argument("--interpreter", help="memory counted for the interpreter (default 384MiB)")
+    p.add_argument("--interpreter",
+                   help="memory counted for the interpreter (default: what this process holds "
+                        "after importing loaders and torch, as a training process would)")
     p.add_argument("--ntype", help="node type whose rows are cached (default: the featured one)")
     p.add_argument("--feature", default="feat")
     p.add_argument("--seed", type=int, default=0)

@@ -47,6 +47,8 @@ __all__ = ["Plan", "plan", "parse_input", "available_memory", "estimate_epoch_ro
 #: (measured after ``import loaders``: 0.29 GiB resident, 0.17 GiB of it anonymous; numba's
 #: compiled kernels and torch's first allocations add some)
 INTERPRETER_BYTES = 384 << 20
+#: the least counted for the interpreter when it is measured (``interpreter_bytes=None``).
+MIN_INTERPRETER_BYTES = 128 << 20
 #: shares of the rows at which the plan also reports the hit rate and the seeds/s bound.
 CURVE_SHARES = (0.01, 0.02, 0.05, 0.10, 0.20)
 #: bytes per sampled edge the sampler's output holds (row, col, edge position: int64 each).
@@ -285,7 +287,7 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
          read_iops: float | None = None, read_iops_source: str = "given",
          batches: int | None = None, max_whole_epoch: int = 64, prefetch: int = 2,
          batches_in_flight: int = 2, device: str = "cpu",
-         interpreter_bytes: int = INTERPRETER_BYTES, staging_bytes: int = 64 << 20,
+         interpreter_bytes: int | None = None, staging_bytes: int = 64 << 20,
          feature: str = "feat", ntype: str | None = None, seed: int = 0,
          curve=CURVE_SHARES, use_budget: bool | None = None) -> Plan:
     """Measure and plan a loader on ``store``.
@@ -313,7 +315,10 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
         ``device="cuda"``, where batches live on the GPU and two pinned staging buffers of
         ``staging_bytes`` are held instead), ``prefetch + 3`` sampled subgraphs.
     interpreter_bytes, staging_bytes
-        Memory counted for the interpreter and each of the loader's staging buffers.
+        Memory counted for the interpreter and each of the loader's staging buffers. By
+        default the interpreter is what this process holds when the plan starts (``RssAnon``:
+        Python, torch, numba, as in a training process that imported ``loaders``), at least
+        ``MIN_INTERPRETER_BYTES``; that is what the loader's own budget leaves out.
     ntype
         The node type whose rows the cache holds (default: the seed type when it has
         ``feature``, else the only type that has it).
@@ -324,6 +329,11 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
         the interpreter (``interpreter_bytes``) too.
     """
     from .loader import resolve_input_nodes
+
+    if interpreter_bytes is None:
+        from .budget import process_anon_bytes
+
+        interpreter_bytes = max(MIN_INTERPRETER_BYTES, process_anon_bytes())
 
     if isinstance(input_nodes, str):
         input_nodes = parse_input(store, input_nodes)
@@ -355,7 +365,9 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     topo = 0
     for et in store.edge_types:
         ip, ix = store.csc(et)
-        topo += int(ip.nbytes) + int(ix.nbytes)
+        # as the loader holds it resident: int32 offsets whenever they fit
+        ip_item = 4 if ip.shape[0] and int(ip[-1]) < 2**31 else ip.dtype.itemsize
+        topo += ip_item * int(ip.shape[0]) + int(ix.nbytes)
     batch_bytes = sum(max_rows[t] * row_bytes[t] for t in featured)
     cuda = str(device).startswith("cuda")
     in_flight = 0 if cuda else int(batches_in_flight)

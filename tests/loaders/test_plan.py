@@ -95,7 +95,7 @@ def test_plan_against_a_hand_computation(tiny):
     b0, b1 = brute_batches(0), brute_batches(1)
     rows = [len(r) for r, _ in b0 + b1]
     edges = [e for _, e in b0 + b1]
-    indptr_b, indices_b = (N + 1) * 8, sum(len(v) for v in IN.values()) * 4
+    indptr_b, indices_b = (N + 1) * 4, sum(len(v) for v in IN.values()) * 4  # int32 offsets, as the loader holds them
     topo = indptr_b + indices_b
     batch_bytes = max(rows) * row_bytes  # feature buffers, 2 in flight (CPU)
     sampler = 5 * (max(edges) * 24 + max(rows) * 8)  # prefetch + 3 subgraphs: row/col/edge, ids
