@@ -369,6 +369,70 @@ class Store:
             e = found[0]
         return e.etype, e
 
+    def metadata(self) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """The node and edge types, as PyG's ``HeteroData.metadata()`` gives them.
+
+        Returns
+        -------
+        node_types : list of str
+            The node types, sorted (as :attr:`node_types`).
+        edge_types : list of tuple of str
+            The edge types as plain ``(src, rel, dst)`` tuples, in the order of
+            :attr:`edge_types`.
+
+        Examples
+        --------
+        >>> model = torch_geometric.nn.to_hetero(model, store.metadata())  # doctest: +SKIP
+        """
+        return self.node_types, [tuple(et) for et in self.edge_types]
+
+    def num_classes(self, ntype: str | None = None) -> int:
+        """The number of classes: the largest label of the labelled nodes, plus one.
+
+        Reads the ``label`` value array (``-1`` marks an unlabelled node) once per call: one
+        vectorised maximum, a memory-mapped scan when the store is local.
+
+        Parameters
+        ----------
+        ntype
+            The node type. ``None`` means the only node type, or, in a store of several node
+            types, the only one that has labels.
+
+        Returns
+        -------
+        int
+            ``max(label) + 1`` over the nodes whose label is not negative.
+
+        Raises
+        ------
+        UnknownNodeTypeError
+            ``ntype`` is not a node type of the store, or is ``None`` while several (or no)
+            node types have labels.
+        UnknownFeatureError
+            The node type has no ``label`` array, or none of its nodes is labelled.
+        """
+        nts = self.meta.node_types
+        if ntype is None and len(nts) > 1:
+            labelled = sorted(t for t, n in nts.items() if "label" in n.values)
+            if len(labelled) != 1:
+                raise UnknownNodeTypeError(
+                    f"Expected a node type for num_classes of {self.url}: its labelled node "
+                    f"types are {labelled} (of {sorted(nts)}). Got None instead.")
+            ntype = labelled[0]
+        nt = self._ntype(ntype)
+        if "label" not in nts[nt].values:
+            raise UnknownFeatureError(
+                f"Expected labels for node type {nt!r} of {self.url}: it has no 'label' value "
+                f"array (its values: {sorted(nts[nt].values)}), so it has no classes.")
+        labels = self.labels(nt)
+        top = int(labels.max()) if labels.shape[0] else -1
+        if top < 0:
+            raise UnknownFeatureError(
+                f"Expected at least one labelled node of type {nt!r} in {self.url} "
+                f"({self.loc.path(fmt.values_key(nt, 'label'))}). All {labels.shape[0]} "
+                "labels are negative (unlabelled), so it has no classes.")
+        return top + 1
+
     def num_nodes(self, ntype: str | None = None) -> int:
         return self.meta.node_types[self._ntype(ntype)].num_nodes
 
