@@ -2,7 +2,11 @@
 
 __version__ = "0.1.0"
 
-from .errors import *  # noqa: F401,F403
+from . import threading_layer as _threading_layer
+
+_threading_layer.choose()  # before any parallel kernel runs (featurestore.threading_layer)
+
+from .errors import *  # noqa: F401,F403,E402
 from .errors import __all__ as _errors_all
 from .format import EdgeType
 from .gather import check_ids

@@ -7,13 +7,13 @@ to DGL blocks. torch_geometric and dgl are imported lazily, by those modules onl
 attributes ``loaders.pyg`` and ``loaders.dgl`` import them on first use.
 
 Importing this package makes numba's threading layer fork-safe (TBB, else workqueue) unless
-the user chose one (see :mod:`loaders._threading`), so PyTorch ``DataLoader`` workers can
-fork from a process that ran torch or numba kernels.
+the user chose one (see :mod:`featurestore.threading_layer`, run by ``import featurestore``),
+so PyTorch ``DataLoader`` workers can fork from a process that ran torch or numba kernels.
 """
 
-from . import _threading
+from featurestore import threading_layer as _threading_layer
 
-_threading.choose()  # before any parallel kernel runs
+_threading_layer.choose()  # a no-op once featurestore chose; kept for clarity of the order
 
 from .errors import LoaderArgumentError, UnsupportedArgumentError  # noqa: E402
 from .loader import LoaderStats, NeighborLoader, resolve_input_nodes  # noqa: E402

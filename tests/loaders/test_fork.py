@@ -23,7 +23,7 @@ TIMEOUT_S = 150
 def test_the_users_threading_layer_wins(monkeypatch, env, config):
     import numba
 
-    from loaders import _threading
+    from featurestore import threading_layer as _threading
 
     if env:
         monkeypatch.setenv("NUMBA_THREADING_LAYER", env)
@@ -60,7 +60,8 @@ WORKERS = """
     PYG_AT_IMPORT = "torch_geometric" in sys.modules  # loaders.pyg is lazy
     from torch_geometric.loader import NodeLoader
     from loaders.pyg import NeighborSampler, remote_backend
-    from loaders import _kernels as K, _threading
+    from loaders import _kernels as K
+    from featurestore import threading_layer as _threading
 
     K.PARALLEL_MIN = 1  # parallel kernels even on this small graph (also in spawned workers)
 

@@ -1,4 +1,4 @@
-"""The numba threading layer of the loaders: fork-safe by default.
+"""numba's threading layer for this project's kernels: fork-safe by default.
 
 numba picks its threading layer when the first parallel kernel runs: TBB, else GNU OpenMP,
 else its own ``workqueue``. GNU OpenMP does not survive ``fork``: a PyTorch ``DataLoader``
@@ -7,14 +7,15 @@ kernel hangs, or dies with "fork() called from a process already using GNU OpenM
 ``workqueue`` aborts on concurrent parallel regions, so the sampler runs its serial kernels
 under it (:func:`loaders._kernels._parallel_ok`).
 
-:func:`choose` (run by ``import loaders``) therefore asks numba for its ``"forksafe"`` layer,
+:func:`choose` (run by ``import featurestore``, which ``loaders`` and ``preprocess`` import
+first) therefore asks numba for its ``"forksafe"`` layer,
 which is TBB, falling back to ``workqueue`` where TBB cannot be loaded. TBB comes from the
 ``tbb`` wheel (a dependency of this package); pip installs its ``libtbb.so.12`` under
 ``<prefix>/lib``, which is not on the dynamic loader's path, so it is loaded here by full path
 first (numba's ``tbbpool`` extension then links against it by name).
 
 A user's own choice wins: with ``NUMBA_THREADING_LAYER`` set in the environment (or
-``numba.config.THREADING_LAYER`` set before ``import loaders``), or once a parallel kernel has run (the layer is then fixed for the process), nothing is changed.
+``numba.config.THREADING_LAYER`` set before ``import featurestore``), or once a parallel kernel has run (the layer is then fixed for the process), nothing is changed.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ __all__ = ["choose", "tbb_loadable", "DEFAULT_LAYER"]
 
 log = logging.getLogger(__name__)
 
-#: what the loaders ask numba for when the user did not choose: TBB, else workqueue.
+#: what the package asks numba for when the user did not choose: TBB, else workqueue.
 DEFAULT_LAYER = "forksafe"
 
 _LIB = "libtbb.so.12" if sys.platform.startswith("linux") else None
@@ -103,8 +104,9 @@ def choose() -> str | None:
             layer = "?"
         if layer == "omp":
             log.warning("numba's threading layer is already GNU OpenMP (a parallel kernel ran "
-                        "before 'import loaders'): DataLoader workers forked from this process "
-                        "may hang. Import loaders first, or set NUMBA_THREADING_LAYER=tbb.")
+                        "before 'import featurestore'): DataLoader workers forked from this "
+                        "process may hang. Import featurestore first, or set "
+                        "NUMBA_THREADING_LAYER=tbb.")
         return None
     numba.config.THREADING_LAYER = DEFAULT_LAYER
     return DEFAULT_LAYER
