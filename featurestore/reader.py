@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 import time
@@ -51,6 +52,13 @@ def open_store(url: str | os.PathLike, *, storage_options: dict | None = None,
     return Store(url, storage_options=storage_options, read_path=read_path,
                  io_threads=io_threads, cache_bytes=cache_bytes,
                  allow_incomplete=allow_incomplete)
+
+
+log = logging.getLogger(__name__)
+
+#: retries of a remote gather after a transport error, and the first backoff (doubling).
+REMOTE_RETRIES = 3
+REMOTE_BACKOFF_S = 0.25
 
 
 def _is_transport_error(e: BaseException) -> bool:
@@ -117,7 +125,7 @@ class FeatureArray:
         if st is not None:
             st._enter(self.name)
         try:
-            self.last_read_path = self._rows.gather(ids, buf, path)
+            self.last_read_path = self._gather_retrying(ids, buf, path)
         except FeatureStoreError:
             raise
         except Exception as e:
@@ -131,6 +139,24 @@ class FeatureArray:
             if st is not None:
                 st._exit()
         return out if out is not None else buf
+
+    def _gather_retrying(self, ids, buf, path) -> str:
+        """The row reader's gather; on a remote store, transport errors (reset, refused, timed
+        out) are retried ``REMOTE_RETRIES`` times with exponential backoff first."""
+        st = self._store
+        remote = st is not None and not st.loc.is_local
+        for attempt in range(REMOTE_RETRIES + 1):
+            try:
+                return self._rows.gather(ids, buf, path)
+            except FeatureStoreError:
+                raise
+            except Exception as e:  # noqa: BLE001 - only transport errors are retried
+                if not (remote and _is_transport_error(e)) or attempt == REMOTE_RETRIES:
+                    raise
+                log.warning("reading %s of %s failed (%s: %s); retry %d of %d", self.name,
+                            st.url, type(e).__name__, e, attempt + 1, REMOTE_RETRIES)
+                time.sleep(REMOTE_BACKOFF_S * 2 ** attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def __getitem__(self, key) -> np.ndarray:
         if isinstance(key, slice):

@@ -146,3 +146,36 @@ def test_stalled_server_times_out_with_a_message(store_dir):
         for c in held:
             c.close()
         lsock.close()
+
+
+def test_a_transient_failure_is_retried(store_dir, monkeypatch):
+    import featurestore.reader as R
+
+    srv = _serve(_RangeHandler, store_dir.parent)
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/{store_dir.name}"
+        f = fs.open_store(url).features("v")
+        real, calls = f._rows.gather, []
+
+        def flaky(*a):
+            calls.append(1)
+            if len(calls) < 3:
+                raise ConnectionResetError("connection reset by peer")
+            return real(*a)
+
+        monkeypatch.setattr(f._rows, "gather", flaky)
+        monkeypatch.setattr(R, "REMOTE_BACKOFF_S", 0.01)
+        rows = f.gather([1, 2])
+        assert len(calls) == 3
+        assert np.array_equal(rows, fs.open_store(store_dir).features("v").gather([1, 2]))
+        calls.clear()
+        def down(*a):
+            calls.append(1)
+            raise ConnectionResetError("down")
+
+        monkeypatch.setattr(f._rows, "gather", down)
+        with pytest.raises(RemoteStoreError, match="feat"):
+            f.gather([1])
+        assert len(calls) == R.REMOTE_RETRIES + 1
+    finally:
+        srv.shutdown()
