@@ -40,6 +40,34 @@ __all__ = ["preprocess_mag240m", "read_mag_meta", "mag_splits"]
 log = logging.getLogger(__name__)
 
 
+#: a declared count above this many times the ids the edges name is refused (phantom nodes).
+PHANTOM_FACTOR = 2
+
+
+def check_declared_counts(paths: MagPaths, meta: dict[str, int], edges: dict,
+                          block: int = 1 << 24) -> dict[str, int]:
+    """Compare ``meta.pt``'s author and institution counts (nothing else declares them) with
+    the largest id the edge files name, before any array is written: a ``meta.pt`` claiming 4M
+    authors over edges that name 100k would make 3.9M phantom authors. Returns the largest id
+    of each type (-1 when no edge names it)."""
+    hi = {nt: -1 for nt in ("author", "institution")}
+    for (s, _, d), path in edges.items():
+        arr = np.load(path, mmap_mode="r")
+        for row, nt in ((0, s), (1, d)):
+            if nt not in hi or arr.shape[1] == 0:
+                continue
+            for lo in range(0, arr.shape[1], block):
+                hi[nt] = max(hi[nt], int(np.max(arr[row, lo:lo + block])))
+    for nt, m in hi.items():
+        if meta[nt] > PHANTOM_FACTOR * (m + 1):
+            raise RawDataError(
+                f"Expected about as many {nt}s in {paths.meta} as the edge files name. It "
+                f"declares {meta[nt]:,}, but the largest {nt} id in the edges is {m:,}: "
+                f"{meta[nt] - m - 1:,} {nt}s would exist in no edge. The file is not the "
+                "dataset's own meta.pt.")
+    return hi
+
+
 def read_mag_meta(paths: MagPaths) -> dict[str, int]:
     """``meta.pt`` checked: positive ``paper``, ``author``, ``institution``, ``num_classes``."""
     meta = load_pt(paths.meta)
@@ -159,6 +187,7 @@ def preprocess_mag240m(root, store, *, derive_features: str | None = None,
     csc_kw = dict(budget_bytes=budget_bytes, progress=progress)
 
     def nodes():
+        check_declared_counts(paths, meta, arrays["edges"])
         for nt in ("paper", "author", "institution"):
             job.writer.add_node_type(nt, meta[nt])
         return dict(meta)

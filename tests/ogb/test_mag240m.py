@@ -193,6 +193,21 @@ def test_errors_name_the_file(mag_root, tmp_path):
         preprocess_mag240m(root, tmp_path / "s3", progress=False)
 
 
+def test_declared_counts_without_edges_are_refused(mag_root, tmp_path):
+    """A meta.pt claiming far more authors than the edges name (issue 10 item 11)."""
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(MagPaths.under(mag_root).root, root / "mag240m_kddcup2021")
+    p = MagPaths.under(root)
+    meta = torch.load(p.meta, weights_only=True)
+    meta["author"] = int(meta["author"]) * 40
+    torch.save(meta, p.meta)
+    with pytest.raises(RawDataError, match="meta.pt.*author"):
+        preprocess_mag240m(root, tmp_path / "s", progress=False)
+    assert not (tmp_path / "s" / "nodes").exists()  # refused before any array was written
+
+
 def test_split_ids_out_of_range_refused(mag_root, tmp_path):
     import shutil
 
