@@ -131,8 +131,8 @@ def seeds_and_labels(batch, ntype: str):
 
     if isinstance(batch, HeteroData):
         s = batch[ntype]
-        return s.n_id[: s.batch_size], s.y
-    return batch.n_id[: batch.batch_size], batch.y
+        return s.n_id[: s.batch_size], s.y[: s.batch_size]
+    return batch.n_id[: batch.batch_size], batch.y[: batch.batch_size]  # y: every sampled node's
 
 
 def parse_fanouts(text: str) -> list[int]:

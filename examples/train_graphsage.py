@@ -3,8 +3,9 @@
 What a PyG ``examples/ogbn_train.py`` user changes: the dataset becomes a store and PyG's
 ``NeighborLoader(data, num_neighbors, input_nodes=...)`` becomes ours with the same arguments
 (``store`` for ``data``; a split name or ids for ``input_nodes``). Batches are ``Data`` with
-``x``, ``edge_index``, ``y`` (the seeds' labels), ``batch_size``, ``n_id`` and the per-hop counts
-``num_sampled_nodes``/``num_sampled_edges`` that ``trim_to_layer`` uses.
+``x``, ``edge_index``, ``y`` (every node's label, as PyG's; the seeds' are ``y[:batch_size]``),
+``batch_size``, ``n_id`` and the per-hop counts ``num_sampled_nodes``/``num_sampled_edges``
+that ``trim_to_layer`` uses.
 
     python examples/train_graphsage.py --store /data/papers100m.store --epochs 3 --device cuda
     python examples/train_graphsage.py --demo     # a small power-law store, trains briefly

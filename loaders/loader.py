@@ -198,6 +198,7 @@ def _cuda_tensors(obj, depth: int = 0):
     elif isinstance(obj, MiniBatch):
         yield from _cuda_tensors(obj.x, depth + 1)
         yield from _cuda_tensors(obj.y, depth + 1)
+        yield from _cuda_tensors(obj.y_all, depth + 1)
     elif hasattr(obj, "stores"):  # PyG Data / HeteroData
         for store in obj.stores:
             yield from _cuda_tensors(dict(store.items()), depth + 1)
@@ -207,6 +208,12 @@ def _cuda_tensors(obj, depth: int = 0):
                 yield from _cuda_tensors(dict(frame), depth + 1)
             except Exception:  # noqa: BLE001 - heterogeneous frames: skip
                 pass
+
+
+def _seed_labels(sub: SampledSubgraph, ys: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """The seeds' labels: the first ``batch_size`` rows of the seed type's (seeds come first)."""
+    y = ys.get(sub.seed_type)
+    return None if y is None else y[: sub.batch_size]
 
 
 def _check_int(name: str, v, lo: int, none_ok: bool = False) -> None:
@@ -270,7 +277,10 @@ class NeighborLoader:
     feature
         Name of the feature to gather per node type (types without it get none).
     labels
-        Attach the seeds' labels (store value ``label`` of the seed type) when present.
+        Attach labels (store value ``label``) when present: for every sampled node of each
+        node type that has them (PyG's ``y``, whose first ``batch_size`` rows are the seeds';
+        ``MiniBatch.y_all``), and the seeds' (``MiniBatch.y``, DGL's ``label``). One
+        vectorised lookup of the label array per node type and batch.
     staging_bytes
         Rows are gathered in chunks of this size. With a CUDA device each chunk goes through
         one of two pinned staging buffers to the GPU, so host memory for features stays
@@ -364,8 +374,9 @@ class NeighborLoader:
         self.pin = self.device.type == "cuda" or (peer.pin_memory and torch.cuda.is_available())
         self.features = {t: store.features(t, feature) for t in store.node_types
                          if feature in store.feature_names(t)}
-        self._labels = (store.labels(self.seed_type)
-                        if labels and "label" in store.value_names(self.seed_type) else None)
+        #: label arrays of the node types that have them (all sampled nodes get theirs)
+        self._labels = ({t: store.labels(t) for t in store.node_types
+                         if "label" in store.value_names(t)} if labels else {})
         self._chunked = False  # tests set it to run the device path's chunking on the CPU
         self._staging = StagingRing(staging_bytes, pin=self.pin)
         self._convert = peer.wrap(self._converter(output))
@@ -583,12 +594,15 @@ class NeighborLoader:
             for lo in range(0, ids.shape[0], step):  # chunks bound the reader's scratch memory
                 f.gather(ids[lo:lo + step], out=buf[lo:lo + step])
             x[t] = buf
-        y = None
-        if self._labels is not None:
-            y = torch.from_numpy(np.asarray(self._labels[sub.seeds], dtype=np.int64))
-            if self.pin:
-                y = y.pin_memory()
-        return MiniBatch(sub, x, y, torch.device("cpu"))
+        ys = self._label_rows(sub)
+        if self.pin:
+            ys = {t: v.pin_memory() for t, v in ys.items()}
+        return MiniBatch(sub, x, _seed_labels(sub, ys), torch.device("cpu"), ys)
+
+    def _label_rows(self, sub: SampledSubgraph) -> dict[str, torch.Tensor]:
+        """Labels of every sampled node of each labelled type: one fancy index per type."""
+        return {t: torch.from_numpy(np.asarray(lab[sub.node[t]], dtype=np.int64))
+                for t, lab in self._labels.items()}
 
     def _gather_to_device(self, sub: SampledSubgraph, stream) -> MiniBatch:
         """Gather rows chunk by chunk into a ring of pinned staging buffers and copy each chunk
@@ -615,11 +629,10 @@ class NeighborLoader:
                     out[lo:hi].copy_(buf, non_blocking=stream is not None)
                     ring.record(stream)
             x[t] = out
-        y = None
-        if self._labels is not None:
-            with _on(stream):
-                y = torch.from_numpy(np.asarray(self._labels[sub.seeds], dtype=np.int64)).to(dev)
-        mb = MiniBatch(sub, x, y, dev)
+        ys = self._label_rows(sub)
+        with _on(stream):
+            ys = {t: v.to(dev) for t, v in ys.items()}
+        mb = MiniBatch(sub, x, _seed_labels(sub, ys), dev, ys)
         with _on(stream):
             out = self._convert(mb)  # edge tensors go to the device on the side stream too
         ready = None

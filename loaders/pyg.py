@@ -4,8 +4,8 @@
 * :func:`to_pyg` converts a :class:`~loaders.sampler.MiniBatch` into what PyG's
   ``NeighborLoader`` yields (``x``, ``y``, ``edge_index``, ``n_id``, ``e_id``, ``batch_size``,
   ``input_id``, ``num_sampled_nodes``, ``num_sampled_edges``), so ``trim_to_layer`` works.
-  ``y`` holds the labels of the ``batch_size`` seeds only (PyG's holds every sampled node's;
-  ``y[:batch_size]`` is the same in both).
+  As in PyG, ``y`` holds the label of every sampled node of each node type that has labels
+  (``MiniBatch.y_all``), so the seeds' labels are ``y[:batch_size]``.
 * :func:`remote_backend` returns ``(feature_store, graph_store)`` over a store, and
   :class:`NeighborSampler` is a PyG ``BaseSampler``, so
   ``torch_geometric.loader.NodeLoader((fs, gs), node_sampler=NeighborSampler(store, ...),
@@ -61,8 +61,9 @@ def to_pyg(mb: MiniBatch) -> Data | HeteroData:
         d.num_nodes = int(sub.node[t].shape[0])
         if t in mb.x:
             d.x = mb.x[t]
-        if mb.y is not None:
-            d.y = mb.y
+        y = mb.y_all.get(t, mb.y)  # a MiniBatch made without y_all: the seeds' only
+        if y is not None:
+            d.y = y
         return d
     h = HeteroData()
     for t, ids in sub.node.items():
@@ -71,6 +72,8 @@ def to_pyg(mb: MiniBatch) -> Data | HeteroData:
         h[t].num_sampled_nodes = list(sub.num_sampled_nodes[t])
         if t in mb.x:
             h[t].x = mb.x[t]
+        if t in mb.y_all:
+            h[t].y = mb.y_all[t]
     for et in sub.row:
         key = tuple(et)
         h[key].edge_index = _edge_index(sub, et, dev)
@@ -79,8 +82,8 @@ def to_pyg(mb: MiniBatch) -> Data | HeteroData:
     s = h[sub.seed_type]
     s.batch_size = sub.batch_size
     s.input_id = _t(sub.input_id, dev)
-    if mb.y is not None:
-        s.y = mb.y
+    if sub.seed_type not in mb.y_all and mb.y is not None:
+        s.y = mb.y  # a MiniBatch made without y_all: the seeds' only
     return h
 
 

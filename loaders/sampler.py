@@ -82,13 +82,17 @@ class MiniBatch:
     """What ``NeighborLoader(output="raw")`` yields; the PyG and DGL adapters convert it.
 
     ``x`` holds the features (store feature ``feat`` by default) of ``subgraph.node[ntype]``
-    rows for each node type that has them, ``y`` the labels of the seeds, both on ``device``.
+    rows for each node type that has them, ``y`` the labels of the seeds, and ``y_all`` the
+    labels (int64) of every sampled node of each node type with a ``label`` value array, in
+    ``subgraph.node[ntype]`` order, all on ``device``. The seeds come first, so ``y`` is
+    ``y_all[subgraph.seed_type][:batch_size]`` (a view of it).
     """
 
     subgraph: SampledSubgraph
     x: dict[str, "torch.Tensor"]
     y: "torch.Tensor | None"
     device: "torch.device"
+    y_all: dict[str, "torch.Tensor"] = field(default_factory=dict)
 
 
 def _as_etype(et) -> EdgeType:

@@ -79,7 +79,7 @@ def test_heterogeneous_batch_equals_full_graph_inference(hetero_store):
         assert set(b.node_types) == set(s.node_types)
         nb = {t: b[t].num_nodes for t in b.node_types}
         assert all(sum(b[t].num_sampled_nodes) == nb[t] for t in b.node_types)
-        assert b["paper"].y.shape[0] == b["paper"].batch_size
+        assert b["paper"].y.shape[0] == nb["paper"]  # every sampled paper's label, as PyG
         with torch.no_grad():
             out = model(hetero_inputs(s, b["paper"].x.float(), nb), b.edge_index_dict)["paper"]
         bs = b["paper"].batch_size
@@ -242,3 +242,72 @@ def test_pygs_own_sampler_over_the_remote_backend(homo_store, hetero_store, hete
             indptr, indices = store.csc(et)
             assert np.array_equal(np.asarray(indices)[e_id], src)
             assert np.all((indptr[dst] <= e_id) & (e_id < indptr[dst + 1]))
+
+
+def _brute_labels(labels, ids) -> list[int]:
+    return [int(labels[i]) for i in ids.tolist()]
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_homogeneous_y_covers_every_sampled_node(homo_store, chunked):
+    """PyG's y: one label per sampled node (seeds first), so y[:batch_size] are the seeds'."""
+    labels = np.asarray(homo_store.labels())
+    ld = NeighborLoader(homo_store, [5, 5], "train", batch_size=64, shuffle=True,
+                        output="pyg", device="cpu", staging_bytes=256)
+    ld._chunked = chunked  # the device path's gather (chunked, on the CPU)
+    n = 0
+    for b in ld:
+        assert b.y.dtype == torch.int64 and b.y.shape[0] == b.num_nodes
+        assert b.y.tolist() == _brute_labels(labels, b.n_id)
+        seeds = np.asarray(homo_store.split("train"))[b.input_id.numpy()]
+        assert b.y[:b.batch_size].tolist() == _brute_labels(labels, seeds)
+        n += 1
+    assert n == len(ld)
+
+
+def two_labelled_store(path):
+    """paper and author both labelled (-1 holes), institution without labels or features."""
+    import featurestore as fs
+    from graph_helpers import random_csc
+
+    rng = np.random.default_rng(5)
+    n = {"paper": 400, "author": 300, "institution": 20}
+    w = fs.create_store(str(path), mode="w")
+    for t, k in n.items():
+        w.add_node_type(t, k)
+    for (src, rel, dst), m in ((("author", "writes", "paper"), 1500),
+                               (("paper", "rev_writes", "author"), 1500),
+                               (("paper", "cites", "paper"), 2000),
+                               (("institution", "employs", "author"), 300)):
+        indptr, indices = random_csc(rng, n[src], n[dst], m)[:2]
+        w.add_edge_type((src, rel, dst), indptr, indices)
+    w.add_features("paper", "feat", rng.standard_normal((n["paper"], 8)).astype(np.float32))
+    w.add_labels("paper", rng.integers(-1, 6, n["paper"]).astype(np.int32))
+    w.add_labels("author", rng.integers(-1, 3, n["author"]))
+    w.add_split("train", "paper", rng.choice(n["paper"], 150, replace=False))
+    w.commit()
+    return str(path)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_heterogeneous_y_on_every_labelled_type(tmp_path, chunked):
+    import featurestore as fs
+
+    with fs.open_store(two_labelled_store(tmp_path / "s")) as s:
+        labels = {t: np.asarray(s.labels(t)) for t in ("paper", "author")}
+        kw = dict(batch_size=32, shuffle=True, device="cpu", staging_bytes=256, seed=3)
+        ld = NeighborLoader(s, [4, 4], ("paper", "train"), output="pyg", **kw)
+        raw = NeighborLoader(s, [4, 4], ("paper", "train"), output="raw", **kw)
+        ld._chunked = raw._chunked = chunked
+        for b, mb in zip(ld, raw):
+            for t in ("paper", "author"):
+                assert b[t].y.shape[0] == b[t].num_nodes
+                assert b[t].y.tolist() == _brute_labels(labels[t], b[t].n_id)
+                assert torch.equal(mb.y_all[t], b[t].y)
+            assert "y" not in b["institution"]
+            bs = b["paper"].batch_size
+            seeds = np.asarray(s.split("train"))[b["paper"].input_id.numpy()]
+            assert b["paper"].y[:bs].tolist() == _brute_labels(labels["paper"], seeds)
+            assert torch.equal(mb.y, b["paper"].y[:bs])  # raw y: the seeds' labels, as before
+        for mb in NeighborLoader(s, [4], ("paper", "train"), labels=False, output="raw", **kw):
+            assert mb.y_all == {} and mb.y is None
