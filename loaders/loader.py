@@ -50,7 +50,8 @@ def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
 
     ``("paper", "train")`` (a split), ``("paper", ids)`` (or DGL's ``{"paper": ids}``),
     ``"train"`` (a split of the only node type), ``ids`` (homogeneous store) or ``None``
-    (every node of the only node type, as PyG's ``input_nodes=None``).
+    (every node of the only node type, as PyG's ``input_nodes=None``). ``ids`` may also be
+    a boolean mask over the node type's nodes, as in PyG (``("paper", train_mask)``).
     """
     if input_nodes is None:
         ntype = store._ntype(None)
@@ -74,6 +75,13 @@ def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
     if isinstance(ids, torch.Tensor):
         ids = ids.numpy()
     ids = np.asarray(ids)
+    if ids.dtype == np.bool_ and ids.ndim == 1:  # PyG's boolean mask (data.train_mask)
+        n = store.num_nodes(ntype)
+        if ids.shape[0] != n:
+            from featurestore.errors import InvalidIdsError
+            raise InvalidIdsError(f"Expected a boolean mask of {n} entries (one per node of "
+                                  f"type {ntype!r} of {store.url}). Got {ids.shape[0]} instead.")
+        ids = np.flatnonzero(ids)
     if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
         from featurestore.errors import InvalidIdsError
         raise InvalidIdsError(f"Expected 1-D integer input nodes for node type {ntype!r} of "

@@ -160,6 +160,22 @@ def test_input_node_forms_and_errors(hetero_store, homo_store):
         NeighborLoader(hetero_store, [2], "train")
 
 
+def test_boolean_mask_input_nodes(hetero_store, homo_store):
+    """PyG's input_nodes=mask / ("paper", mask): the mask's true positions, in order."""
+    rng = np.random.default_rng(4)
+    n = hetero_store.num_nodes("paper")
+    mask = rng.random(n) < 0.2
+    want = np.array([i for i in range(n) if mask[i]], np.int64)  # brute force
+    for m in (mask, torch.from_numpy(mask)):
+        ld = NeighborLoader(hetero_store, [2], ("paper", m), batch_size=50, device="cpu")
+        assert ld.seed_type == "paper" and np.array_equal(ld.input_nodes, want)
+    hm = np.zeros(homo_store.num_nodes(), bool)
+    hm[[3, 7, 2999]] = True
+    assert NeighborLoader(homo_store, [2], hm, device="cpu").input_nodes.tolist() == [3, 7, 2999]
+    with pytest.raises(fs.errors.InvalidIdsError, match=f"mask of {n} entries.*Got {n - 1}"):
+        NeighborLoader(hetero_store, [2], ("paper", mask[1:]), device="cpu")
+
+
 @pytest.mark.parametrize("kw", [dict(batch_size=100.5), dict(batch_size=True),
                                 dict(prefetch=0), dict(num_threads=0), dict(staging_bytes=-5),
                                 dict(world_size=10**6), dict(rank=1.0, world_size=2),
