@@ -147,7 +147,7 @@ LOADER_RUN = textwrap.dedent("""
     F = s.features()
     anon0 = process_anon_bytes()
     ld = NeighborLoader(s, num_neighbors=[10, 5], input_nodes="train", batch_size=256,
-                        shuffle=True, device="cpu")
+                        shuffle=True, device="cpu", memory=MEMORY)
     rows = 0
     for ep in range(2):
         for k, mb in enumerate(ld):
@@ -176,7 +176,12 @@ def test_budgeted_loader_stays_in_its_plan_under_memcap(capped_store):
     # the runtime (python, torch, numba) holds ~200 MB; the cap leaves the loader about
     # a quarter of the features' 200 MB for a cache
     code = LOADER_RUN.replace("STORE", repr(str(capped_store)))
-    rc, out, err = run_capped("330M", code, timeout=180)
+    # once without a tight cap first, with a small explicit budget so that it takes the same
+    # cached path: numba compiles (and caches) any kernel not yet in its on-disk cache there,
+    # so the capped run measures the loader, not LLVM's compile memory (a fresh checkout, as
+    # in CI, has no cache)
+    run_capped("4G", code.replace("MEMORY", repr("100MB")), timeout=300)
+    rc, out, err = run_capped("330M", code.replace("MEMORY", "None"), timeout=180)
     m = re.search(r"memcap: .*peak_anon=([\d.]+)GiB .*oom_kills=(\d+)", err)
     assert m, err[-2000:]
     assert rc == 0 and m.group(2) == "0", err[-2000:]
@@ -186,5 +191,7 @@ def test_budgeted_loader_stays_in_its_plan_under_memcap(capped_store):
     assert plan["topology"] == "memory" and plan["read_path"] == "direct"
     assert res["overflows"] == 0 and res["rows"] > 0 and res["hit_rate"] > 0.2
     peak_anon = float(m.group(1)) * (1 << 30)
-    # what the process held before the loader, plus the plan (its margin included)
-    assert peak_anon <= res["anon0"] + plan["planned_bytes"] + (8 << 20), (peak_anon, res)
+    # what the process held before the loader, plus the plan (its margin included), plus
+    # memcap's resolution: it prints GiB with two decimals (up to 5.1 MiB rounded up)
+    slack = (8 << 20) + (1 << 30) // 200
+    assert peak_anon <= res["anon0"] + plan["planned_bytes"] + slack, (peak_anon, res)
