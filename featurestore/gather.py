@@ -114,10 +114,10 @@ def plan_spans(rows, row_bytes, max_gap_bytes, max_span_bytes):
     return first[:k + 1]
 
 
-def _dense(ids: np.ndarray, row_bytes: int) -> bool:
-    """Whether the rows asked lie closer than ``DENSE_GAP_BYTES`` apart on average."""
-    lo, hi = K.id_range(ids)
-    return ids.size * DENSE_GAP_BYTES >= (int(hi) - int(lo) + 1) * row_bytes
+def _dense(count: int, lo: int, hi: int, row_bytes: int) -> bool:
+    """Whether ``count`` rows in ``[lo, hi]`` lie closer than ``DENSE_GAP_BYTES`` apart on
+    average (then long span reads beat one read per run of rows)."""
+    return count * DENSE_GAP_BYTES >= (int(hi) - int(lo) + 1) * row_bytes
 
 
 @numba.njit(nogil=True, cache=True)
@@ -239,7 +239,7 @@ class LocalRows:
             return "none"
         if read_path == "auto":
             read_path = "mmap" if self.resident_share(ids) >= RESIDENT_SHARE else "pread"
-            if read_path == "pread" and _dense(ids, self.layout.row_bytes):
+            if read_path == "pread" and _dense(ids.size, *K.id_range(ids), self.layout.row_bytes):
                 # cold and dense: long buffered reads (they fill the page cache, so a later
                 # gather of the same rows is warm), not one read per run of rows
                 return self.read_uncached(ids, out, "spans")
@@ -343,8 +343,7 @@ class LocalRows:
         else:
             align, path = self._align, "direct"
         rb = self.layout.row_bytes
-        extent = (int(rows[-1]) - int(rows[0]) + 1) * rb
-        dense = rows.size * DENSE_GAP_BYTES >= extent  # mean gap under DENSE_GAP_BYTES
+        dense = _dense(rows.size, rows[0], rows[-1], rb)
         scratch = DENSE_SCRATCH_BYTES if dense else SCRATCH_BYTES
         span = max(scratch, rb + 2 * ALIGN) - 2 * ALIGN
         first = plan_spans(rows, rb, SPAN_GAP_BYTES, span)

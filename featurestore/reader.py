@@ -71,13 +71,6 @@ def _is_transport_error(e: BaseException) -> bool:
     return mod.startswith(("aiohttp", "botocore", "aiobotocore", "asyncio", "fsspec"))
 
 
-def _native_ids(ids):
-    """Ids in native byte order (big-endian ids from a file would not reach numba)."""
-    if isinstance(ids, np.ndarray) and not ids.dtype.isnative:
-        return ids.astype(ids.dtype.newbyteorder("="))
-    return ids
-
-
 class FeatureArray:
     """A 2-D (rows = nodes) array of the store with fast random row gathers."""
 
@@ -116,7 +109,7 @@ class FeatureArray:
         ``out`` is an optional preallocated C-contiguous buffer of shape ``(len(ids),) +
         shape[1:]`` and this array's dtype (a NumPy array or a CPU torch tensor, pinned or not).
         """
-        ids = check_ids(_native_ids(ids), self.shape[0], self.name)
+        ids = check_ids(ids, self.shape[0], self.name)
         buf = check_out(out, ids.shape[0], self.shape[1:], self.dtype, self.name)
         path = read_path or self.read_path
         if path not in READ_PATHS:
@@ -171,7 +164,7 @@ class FeatureArray:
     def resident_share(self, ids) -> float:
         """Share of the pages of rows ``ids`` in the page cache (1.0 when not local)."""
         if isinstance(self._rows, LocalRows):
-            ids = check_ids(_native_ids(ids), self.shape[0], self.name)
+            ids = check_ids(ids, self.shape[0], self.name)
             with self._store._using(self.name) if self._store else contextlib.nullcontext():
                 return self._rows.resident_share(ids)
         return 1.0

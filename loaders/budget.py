@@ -19,8 +19,11 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 __all__ = ["parse_size", "cgroup_memory_limit", "process_anon_bytes", "available_memory",
-           "LoaderPlan", "plan_loader", "format_bytes", "limit_allocator_slack"]
+           "LoaderPlan", "plan_loader", "format_bytes", "limit_allocator_slack",
+           "resident_indptr_dtype"]
 
 #: share of physical memory a process without a cgroup limit plans for
 PHYSICAL_SHARE = 0.8
@@ -315,3 +318,10 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
             plan.cache_rows[t] = n
             plan.cache_bytes += n * feature_row_bytes[t] + pos_map
     return plan
+
+
+def resident_indptr_dtype(indptr) -> np.dtype:
+    """The dtype the loader holds a resident CSC ``indptr`` in: int32 when every offset fits
+    (half the bytes), else its own."""
+    fits = indptr.shape[0] == 0 or int(indptr[-1]) < 2**31 - 1
+    return np.dtype(np.int32) if fits and indptr.dtype.itemsize > 4 else indptr.dtype

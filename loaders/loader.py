@@ -31,7 +31,8 @@ from featurestore.errors import UnknownFeatureError
 
 from . import _compat
 from ._buffers import BufferPool, StagingRing
-from .budget import LoaderPlan, available_memory, limit_allocator_slack, parse_size, plan_loader
+from .budget import (LoaderPlan, available_memory, limit_allocator_slack, parse_size,
+                     plan_loader, resident_indptr_dtype)
 from .cache import (POLICIES, FeatureCache, degree_counts, presample_counts, presample_scores,
                     rank_rows)
 from .errors import LoaderArgumentError
@@ -533,10 +534,10 @@ class NeighborLoader:
                     rows.release_pages()  # pages a validation pass read through the map
                 else:
                     arrs.append(np.array(a))
-            if arrs[0].dtype == np.int64 and (arrs[0].size == 0 or arrs[0][-1] < 2**31 - 1):
-                arrs[0] = arrs[0].astype(np.int32)  # offsets fit: half the indptr bytes
+            arrs[0] = arrs[0].astype(resident_indptr_dtype(arrs[0]), copy=False)
             csc[et] = tuple(arrs)
-        graph = CSCGraph(dict(g.num_nodes), csc)
+        # the same files the store validated (its csc() gave the sampler's graph): no second pass
+        graph = CSCGraph(dict(g.num_nodes), csc, validated=True)
         self.sampler = NeighborSampler(graph, self._num_neighbors, replace=self._replace,
                                        num_threads=self.num_threads)
 

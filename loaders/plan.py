@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from . import cache_policies as cp
+from .budget import resident_indptr_dtype
 from .errors import LoaderArgumentError
 
 __all__ = ["Plan", "plan", "parse_input", "available_memory", "estimate_epoch_rows",
@@ -365,9 +366,8 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     topo = 0
     for et in store.edge_types:
         ip, ix = store.csc(et)
-        # as the loader holds it resident: int32 offsets whenever they fit
-        ip_item = 4 if ip.shape[0] and int(ip[-1]) < 2**31 else ip.dtype.itemsize
-        topo += ip_item * int(ip.shape[0]) + int(ix.nbytes)
+        # as the loader holds it resident (int32 offsets whenever they fit)
+        topo += resident_indptr_dtype(ip).itemsize * int(ip.shape[0]) + int(ix.nbytes)
     batch_bytes = sum(max_rows[t] * row_bytes[t] for t in featured)
     cuda = str(device).startswith("cuda")
     in_flight = 0 if cuda else int(batches_in_flight)

@@ -38,7 +38,6 @@ from typing import Any, Callable, Iterable
 from featurestore import __version__
 from featurestore._location import Location
 from featurestore.errors import StoreExistsError, UnsafePathError
-from featurestore.lock import LOCK_NAME
 from featurestore.writer import StoreWriter
 
 from .csc import MIN_BUDGET_BYTES
@@ -220,8 +219,9 @@ class Job:
 
     def _open_writer(self, fresh: bool) -> None:
         if fresh:
-            mode = "w" if self._store_exists() or self._only_our_files() else "w-"
-            self._writer = StoreWriter(self.store_url, mode=mode,
+            # "w": the writer replaces only a store of this package (or a killed job's
+            # manifest), and refuses any other files (featurestore.writer._inspect)
+            self._writer = StoreWriter(self.store_url, mode="w",
                                        storage_options=self.storage_options)
             self.manifest["steps"] = {}
             self.manifest["complete"] = False
@@ -232,13 +232,6 @@ class Job:
         if self.loc.is_local:
             shutil.rmtree(self.loc.path(SCRATCH_KEY), ignore_errors=True)
         self._save()
-
-    def _only_our_files(self) -> bool:
-        """The directory holds nothing but a manifest (a job killed before its first array)."""
-        if not self.loc.exists():
-            return False
-        names = [os.path.basename(p.rstrip("/")) for p in self.loc.fs.ls(self.loc.root)]
-        return set(names) <= {".preprocess", LOCK_NAME}
 
     def _save(self) -> None:
         if self.dry_run:
