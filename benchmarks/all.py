@@ -55,7 +55,7 @@ class Sizes:
     cache_batches: int | None = 20
 
     @classmethod
-    def at(cls, scale: float) -> "Sizes":
+    def at(cls, scale: float) -> Sizes:
         if not scale > 0:
             raise ValueError(f"Expected a scale > 0. Got {scale} instead.")
         nodes = max(20_000, round(1.11e8 * scale))
@@ -69,7 +69,7 @@ class Sizes:
                    cache_batches=100 if big else 20)
 
     @classmethod
-    def quick(cls) -> "Sizes":
+    def quick(cls) -> Sizes:
         """Tiny sizes for smoke tests: seconds, not minutes."""
         return cls(gather_rows=20_000, nodes=20_000, edges=200_000, prep_edges=100_000,
                    prep_nodes=10_000, trials=1, device_seconds=0.0, probe_mib=64,

@@ -42,14 +42,14 @@ class GatherTarget:
 
     def __init__(self, path: str, ntype: str | None = None, feature: str = "feat"):
         with fs.open_store(path) as s:
-            ntype = s._ntype(ntype)
+            ntype = s.resolve_ntype(ntype)
             F = s.features(ntype, feature)
-            if not isinstance(F._rows, LocalRows):
+            if not isinstance(F.reader, LocalRows):
                 raise fs.FeatureStoreError(
                     f"Expected an uncompressed local feature array for a gather benchmark at "
-                    f"{path} ({ntype}/{feature}). Got a {type(F._rows).__name__} read path "
+                    f"{path} ({ntype}/{feature}). Got a {type(F.reader).__name__} read path "
                     f"instead (remote or compressed).")
-            self.file = F._rows.path
+            self.file = F.reader.path
             self.shape, self.dtype, self.row_bytes = F.shape, F.dtype, F.row_bytes
         self.path, self.ntype, self.feature = path, ntype, feature
         self.layout = f"{np.dtype(self.dtype).name} x {self.shape[1] if len(self.shape) > 1 else 1}"

@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import textwrap
 import time
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 

@@ -90,7 +90,7 @@ def coalesce_runs(rows):
 
 @numba.njit(nogil=True, cache=True)
 def pread_runs(fd, row_bytes, file_offset, start, length, pos, dst_addr, lo, hi):
-    """pread runs ``lo..hi`` into ``dst_addr + pos*row_bytes``. Returns -1 or the failing run."""
+    """Pread runs ``lo..hi`` into ``dst_addr + pos*row_bytes``. Returns -1 or the failing run."""
     for k in range(lo, hi):
         want = length[k] * row_bytes
         off = file_offset + start[k] * row_bytes

@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import CorruptStoreError, DiskFullError, SchemaError
 from .format import inner_chunk_rows
-from ._location import Location
+from .location import Location
 
 MISSING = np.uint64(2**64 - 1)
 
@@ -62,7 +62,7 @@ class ShardLayout:
         return raw + google_crc32c.value(raw).to_bytes(4, "little")
 
     @classmethod
-    def from_metadata(cls, meta: dict) -> "ShardLayout | None":
+    def from_metadata(cls, meta: dict) -> ShardLayout | None:
         """The layout of an array's ``zarr.json``, or None when it is not one uncompressed shard."""
         shape = tuple(meta["shape"])
         dtype = np.dtype(meta["data_type"]).newbyteorder("<")

@@ -56,7 +56,7 @@ class WriteLock:
     def held(self) -> bool:
         return self._fd >= 0 or self._owner is not None
 
-    def acquire(self) -> "WriteLock":
+    def acquire(self) -> WriteLock:
         """Take the lock or raise :class:`StoreLockedError` (never waits)."""
         if self.held:
             return self
@@ -131,7 +131,7 @@ class WriteLock:
                 pass
         self._owner = None
 
-    def __enter__(self) -> "WriteLock":
+    def __enter__(self) -> WriteLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -8,14 +8,14 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from . import format as fmt
 from ._integrity import check_csc, native
-from ._location import Location, remote_error
-from ._shard import ShardLayout
+from .location import Location, remote_error
 from .errors import (ClosedStoreError, CorruptStoreError, FeatureStoreError,
                      IncompleteStoreError, InvalidArgumentError, NotAStoreError, StoreChangedError, StoreNotFoundError,
                      UnknownEdgeTypeError, UnknownFeatureError, UnknownNodeTypeError,
@@ -29,7 +29,7 @@ __all__ = ["open_store", "Store", "FeatureArray"]
 
 def open_store(url: str | os.PathLike, *, storage_options: dict | None = None,
                read_path: str = "auto", io_threads: int = 32,
-               cache_bytes: int = 256 << 20, allow_incomplete: bool = False) -> "Store":
+               cache_bytes: int = 256 << 20, allow_incomplete: bool = False) -> Store:
     """Open a store read-only.
 
     Parameters
@@ -75,9 +75,9 @@ class FeatureArray:
     """A 2-D (rows = nodes) array of the store with fast random row gathers."""
 
     def __init__(self, name: str, rows: LocalRows | ZarrRows, shape, dtype, read_path: str,
-                 store: "Store | None" = None):
+                 store: Store | None = None):
         self.name = name
-        self._rows = rows
+        self.reader = rows
         self._store = store
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype).newbyteorder("=")
@@ -124,7 +124,7 @@ class FeatureArray:
         except Exception as e:
             if st is not None and not st.loc.is_local and _is_transport_error(e):
                 raise remote_error(e, st.url, self.name) from e
-            if isinstance(self._rows, ZarrRows):  # zarr's decode / checksum errors
+            if isinstance(self.reader, ZarrRows):  # zarr's decode / checksum errors
                 raise CorruptStoreError(f"Could not read rows of {self.name}: "
                                         f"{type(e).__name__}: {e}") from e
             raise
@@ -140,7 +140,7 @@ class FeatureArray:
         remote = st is not None and not st.loc.is_local
         for attempt in range(REMOTE_RETRIES + 1):
             try:
-                return self._rows.gather(ids, buf, path)
+                return self.reader.gather(ids, buf, path)
             except FeatureStoreError:
                 raise
             except Exception as e:  # noqa: BLE001 - only transport errors are retried
@@ -159,14 +159,14 @@ class FeatureArray:
     def numpy(self) -> np.ndarray:
         """The whole array: a read-only memory map when local, else read into memory."""
         with self._store._using(self.name) if self._store else contextlib.nullcontext():
-            return self._rows.array()
+            return self.reader.array()
 
     def resident_share(self, ids) -> float:
         """Share of the pages of rows ``ids`` in the page cache (1.0 when not local)."""
-        if isinstance(self._rows, LocalRows):
+        if isinstance(self.reader, LocalRows):
             ids = check_ids(ids, self.shape[0], self.name)
             with self._store._using(self.name) if self._store else contextlib.nullcontext():
-                return self._rows.resident_share(ids)
+                return self.reader.resident_share(ids)
         return 1.0
 
 
@@ -246,7 +246,7 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({self.url!r}, node_types={self.node_types}, edge_types={len(self.edge_types)})"
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -355,7 +355,12 @@ class Store:
     def split_names(self) -> list[str]:
         return sorted(self.meta.splits)
 
-    def _ntype(self, ntype: str | None) -> str:
+    def resolve_ntype(self, ntype: str | None = None) -> str:
+        """Return the node type `ntype` names; None means the only node type of the store.
+
+        Raises `UnknownNodeTypeError` for an unknown name, or for None on a store with
+        several node types.
+        """
         nts = self.meta.node_types
         if ntype is None:
             if len(nts) != 1:
@@ -438,7 +443,7 @@ class Store:
                     f"Expected a node type for num_classes of {self.url}: its labelled node "
                     f"types are {labelled} (of {sorted(nts)}). Got None instead.")
             ntype = labelled[0]
-        nt = self._ntype(ntype)
+        nt = self.resolve_ntype(ntype)
         if "label" not in nts[nt].values:
             raise UnknownFeatureError(
                 f"Expected labels for node type {nt!r} of {self.url}: it has no 'label' value "
@@ -453,19 +458,20 @@ class Store:
         return top + 1
 
     def num_nodes(self, ntype: str | None = None) -> int:
-        return self.meta.node_types[self._ntype(ntype)].num_nodes
+        return self.meta.node_types[self.resolve_ntype(ntype)].num_nodes
 
     def num_edges(self, etype=None) -> int:
         return self._etype(etype)[1].num_edges
 
     def feature_names(self, ntype: str | None = None) -> list[str]:
-        return sorted(self.meta.node_types[self._ntype(ntype)].features)
+        return sorted(self.meta.node_types[self.resolve_ntype(ntype)].features)
 
     def value_names(self, ntype: str | None = None) -> list[str]:
-        return sorted(self.meta.node_types[self._ntype(ntype)].values)
+        return sorted(self.meta.node_types[self.resolve_ntype(ntype)].values)
 
     # -- arrays -------------------------------------------------------------------------
-    def _rows(self, key: str) -> LocalRows | ZarrRows:
+    def row_reader(self, key: str) -> LocalRows | ZarrRows:
+        """Return the (cached) row reader of the array at `key`, opening it on first use."""
         with self._lock:
             self._check_open(key)
             rows = self._arrays.get(key)
@@ -501,7 +507,7 @@ class Store:
             self._check_chunks_present(key, json.loads(raw))
         import zarr
 
-        if self._zstore is None:  # the caller, _rows, holds self._lock
+        if self._zstore is None:  # the caller, row_reader, holds self._lock
             self._zstore = self.loc.zarr_store(read_only=True)
         try:
             z = zarr.open_array(store=self._zstore, path=key, mode="r")
@@ -534,7 +540,7 @@ class Store:
             "(zarr would read them as zeros).")
 
     def _vector(self, key: str) -> np.ndarray:
-        rows = self._rows(key)
+        rows = self.row_reader(key)
         with self._using(key):
             try:
                 return rows.array()
@@ -591,7 +597,7 @@ class Store:
         return True
 
     def features(self, ntype: str | None = None, name: str = "feat") -> FeatureArray:
-        nt = self._ntype(ntype)
+        nt = self.resolve_ntype(ntype)
         feats = self.meta.node_types[nt].features
         if name not in feats:
             raise UnknownFeatureError(f"Expected a feature of node type {nt!r} in {self.url}: "
@@ -599,14 +605,14 @@ class Store:
         self._check_open(f"feature {nt}/{name}")
         self._recheck_generation()
         key = fmt.feature_key(nt, name)
-        rows = self._rows(key)
+        rows = self.row_reader(key)
         spec = self._specs[key]
         return FeatureArray(f"{self.url}/{key}", rows, spec.shape, spec.dtype, self.read_path,
                             store=self)
 
     def values(self, ntype: str | None, name: str) -> np.ndarray:
         """A per-node 1-D array (``label``, ``year``, ...), memory-mapped when local."""
-        nt = self._ntype(ntype)
+        nt = self.resolve_ntype(ntype)
         vals = self.meta.node_types[nt].values
         if name not in vals:
             raise UnknownFeatureError(f"Expected a value array of node type {nt!r} in {self.url}: "
@@ -619,7 +625,7 @@ class Store:
 
     def orig_ids(self, ntype: str | None = None) -> np.ndarray:
         """Original id of every node: ``orig_ids(t)[store_id]``."""
-        return self._vector(fmt.orig_id_key(self._ntype(ntype)))
+        return self._vector(fmt.orig_id_key(self.resolve_ntype(ntype)))
 
     def split(self, name: str, ntype: str | None = None) -> np.ndarray:
         """Store ids of the nodes of split ``name`` (``train``, ``valid``, ...)."""
@@ -630,7 +636,7 @@ class Store:
         if ntype is None and len(splits[name]) == 1:
             nt = next(iter(splits[name]))
         else:
-            nt = self._ntype(ntype)
+            nt = self.resolve_ntype(ntype)
         if nt not in splits[name]:
             raise UnknownSplitError(f"Expected node type in {sorted(splits[name])} for split "
                                     f"{name!r} of {self.url}. Got {nt!r} instead.")

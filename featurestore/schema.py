@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -197,7 +198,7 @@ class StoreSchema:
 
     # -- parsing ----------------------------------------------------------------------
     @classmethod
-    def from_attrs(cls, attrs: Any, url: str, *, file: str | None = None) -> "StoreSchema":
+    def from_attrs(cls, attrs: Any, url: str, *, file: str | None = None) -> StoreSchema:
         """Parse and check the root attributes of the store at ``url``.
 
         ``file`` names the ``zarr.json`` in error messages (default ``url/zarr.json``).
@@ -300,7 +301,7 @@ class StoreSchema:
                    arrays=tuple(arrays), writer_version=writer_version, generation=generation,
                    provenance=tuple(prov), extra=_frozen(extra))
 
-    def validate(self) -> "StoreSchema":
+    def validate(self) -> StoreSchema:
         """Check the schema again (e.g. one built in code); returns it. Raises like from_attrs."""
         return StoreSchema.from_attrs(self.to_attrs(), self.url)
 

@@ -197,7 +197,7 @@ def _check_zarr_array(store: Store, key: str, meta: dict, rep: VerifyReport, *,
     if out or not full:
         return out
     try:
-        z = store._rows(key).z
+        z = store.row_reader(key).z
         step = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
         for lo in range(0, z.shape[0], step):
             np.asarray(z[lo:lo + step])

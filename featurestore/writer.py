@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import uuid
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from . import __version__
 from . import format as fmt
 from ._kernels import id_range
 from ._integrity import layout_checksums, record_checksums, topology_records
-from ._location import Location
+from .location import Location
 from ._shard import ShardWriter, zarr_array_kwargs
 from .lock import LOCK_NAME, WriteLock
 from .errors import (IncompleteStoreError, NotAStoreError, SchemaError, StoreExistsError, UnknownNodeTypeError,
@@ -33,7 +34,7 @@ BLOCK_BYTES = 64 << 20
 
 
 def create_store(url: str | os.PathLike, *, mode: str = "w-",
-                 storage_options: dict | None = None) -> "StoreWriter":
+                 storage_options: dict | None = None) -> StoreWriter:
     """Start writing a store at ``url`` (local path or fsspec URL).
 
     ``mode``: ``"w-"`` fails if anything exists there; ``"w"`` replaces an existing store
@@ -131,7 +132,7 @@ class StoreWriter:
         with ``mode="a"``)."""
         self._lock.release()
 
-    def __enter__(self) -> "StoreWriter":
+    def __enter__(self) -> StoreWriter:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -382,7 +383,7 @@ class StoreWriter:
     def add_provenance(self, step: str, **info: Any) -> None:
         """Record a preprocessing step (inputs, options, timings) in the root attributes."""
         entry = {"step": step, "tool": f"featurestore {__version__}",
-                 "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+                 "time": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
         entry.update(info)
         self.attrs["provenance"].append(entry)
         self._save()

@@ -224,7 +224,7 @@ class FeatureCache:
         self.read_path = read_path
         self.hot = HotTier(feature.shape[0], rows, feature.shape[1:], feature.dtype, pin=pin)
         self.stats = CacheStats()
-        self._local = isinstance(feature._rows, LocalRows)
+        self._local = isinstance(feature.reader, LocalRows)
         self._bg = None  # one thread that issues the misses' reads while hits are copied
         if len(self.hot):  # fill: one sorted pass of reads around the page cache
             self._read(self.hot.rows, self.hot.data, None)
@@ -235,7 +235,7 @@ class FeatureCache:
                 f"({self.hot.data.nbytes / 2**20:.0f} MiB), read_path={self.read_path!r})")
 
     def _read(self, ids: np.ndarray, out: np.ndarray, at: np.ndarray | None) -> None:
-        rows = self.feature._rows
+        rows = self.feature.reader
         if self._local and self.read_path in ("direct", "dontneed"):
             r0, b0 = rows.reads, rows.bytes_read
             rows.read_uncached(ids, out, self.read_path, at=at)

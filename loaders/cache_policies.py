@@ -109,7 +109,7 @@ class AccessTrace:
         return c
 
     @classmethod
-    def from_batches(cls, batches_per_epoch, num_rows: int, ntype: str = "node") -> "AccessTrace":
+    def from_batches(cls, batches_per_epoch, num_rows: int, ntype: str = "node") -> AccessTrace:
         """From lists (one per epoch) of per-batch id arrays (tests and small examples)."""
         chunks, ptr, eptr = [], [0], [0]
         for batches in batches_per_epoch:
@@ -228,7 +228,7 @@ def row_degree(store, ntype: str | None = None) -> np.ndarray:
 
     Counted with a numba loop straight over the (memory-mapped) ``indices``: no copy.
     """
-    ntype = store._ntype(ntype)
+    ntype = store.resolve_ntype(ntype)
     deg = np.zeros(store.num_nodes(ntype), np.int64)
     for et in store.edge_types:
         if et.src == ntype:

@@ -77,7 +77,7 @@ def require_dgl(device=None):
     return dgl
 
 
-def to_dgl(batch: "MiniBatch") -> tuple[Any, Any, list]:
+def to_dgl(batch: MiniBatch) -> tuple[Any, Any, list]:
     """``(input_nodes, output_nodes, blocks)`` of a mini-batch, as DGL's ``DataLoader`` yields them.
 
     Parameters
@@ -118,7 +118,7 @@ def to_dgl(batch: "MiniBatch") -> tuple[Any, Any, list]:
     return input_nodes, seeds, blocks
 
 
-def to_blocks(sub: "SampledSubgraph", device=None) -> list:
+def to_blocks(sub: SampledSubgraph, device=None) -> list:
     """The DGL blocks of a sampled subgraph, input layer first (no features; see :func:`to_dgl`).
 
     Node types are the keys of ``sub.node``; edge types the keys of ``sub.row``. The number of
@@ -175,7 +175,7 @@ def to_blocks(sub: "SampledSubgraph", device=None) -> list:
     return blocks
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _check_device(device: str) -> None:
     """Fail clearly when this DGL build cannot hold graphs on ``device`` (PyPI's dgl 2.1.0 is
     a CPU-only build: GPU training needs a CUDA build of DGL)."""

@@ -21,7 +21,8 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 import numba
 import numpy as np
@@ -55,7 +56,7 @@ def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
     a boolean mask over the node type's nodes, as in PyG (``("paper", train_mask)``).
     """
     if input_nodes is None:
-        ntype = store._ntype(None)
+        ntype = store.resolve_ntype(None)
         return ntype, np.arange(store.num_nodes(ntype), dtype=np.int64)
     if isinstance(input_nodes, dict):  # DGL's {ntype: ids}
         if len(input_nodes) != 1:
@@ -68,10 +69,10 @@ def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
         ntype, what = input_nodes
         ids = store.split(what, ntype) if isinstance(what, str) else what
     elif isinstance(input_nodes, str):
-        ntype = store._ntype(None)
+        ntype = store.resolve_ntype(None)
         ids = store.split(input_nodes, ntype)
     else:
-        ntype = store._ntype(None)
+        ntype = store.resolve_ntype(None)
         ids = input_nodes
     if isinstance(ids, torch.Tensor):
         ids = ids.numpy()
@@ -448,9 +449,9 @@ class NeighborLoader:
         nrows = {t: f.shape[0] for t, f in self.features.items()}
         topo_bytes = sum(p.nbytes + i.nbytes for p, i in g.csc.values())
         cuda = self.device.type == "cuda"
-        io = max([getattr(f._rows, "io_threads", 0) for f in self.features.values()] + [0])
-        scratch = sum(f._rows.scratch_bytes() for f in self.features.values()
-                      if hasattr(f._rows, "scratch_bytes"))
+        io = max([getattr(f.reader, "io_threads", 0) for f in self.features.values()] + [0])
+        scratch = sum(f.reader.scratch_bytes() for f in self.features.values()
+                      if hasattr(f.reader, "scratch_bytes"))
         scratch += 2 * staging_bytes if cuda else 0
         in_flight = 0 if cuda else self._in_flight
         common = dict(budget=budget, budget_source=source, feature_row_bytes=rb,
@@ -528,7 +529,7 @@ class NeighborLoader:
         for et, (p, i) in g.csc.items():
             arrs = []
             for name, a in (("indptr", p), ("indices", i)):
-                rows = store._rows(fmt.edge_key(et, name)) if hasattr(store, "_rows") else None
+                rows = store.row_reader(fmt.edge_key(et, name)) if hasattr(store, "row_reader") else None
                 if isinstance(rows, LocalRows):
                     arrs.append(rows.read_all())
                     rows.release_pages()  # pages a validation pass read through the map

@@ -389,9 +389,9 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
             topology_bytes=topo, batch_rows=max_rows, edges_per_batch=int(max(edges)),
             num_nodes={t: store.num_nodes(t) for t in store.node_types},
             batches_in_flight=in_flight, subgraphs_in_flight=subgraphs,
-            io_threads=max([getattr(f._rows, "io_threads", 0) for f in featured.values()] + [0]),
-            scratch_bytes=staging + sum(f._rows.scratch_bytes() for f in featured.values()
-                                        if hasattr(f._rows, "scratch_bytes")),
+            io_threads=max([getattr(f.reader, "io_threads", 0) for f in featured.values()] + [0]),
+            scratch_bytes=staging + sum(f.reader.scratch_bytes() for f in featured.values()
+                                        if hasattr(f.reader, "scratch_bytes")),
             sampled_batches=len(timings))
         fixed = lp.planned_bytes - lp.cache_bytes + interpreter_bytes
         mem = {"memory": int(memory), "topology": int(topo), "topology_resident":

@@ -17,7 +17,7 @@ Only this module imports torch_geometric (DESIGN.md: layers).
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -113,7 +113,7 @@ class StoreFeatureStore(FeatureStore):
     def _group(self, group: str | None) -> str:
         s = self.store
         return group if group is not None else (
-            s.node_types[0] if self.homogeneous else s._ntype(None))
+            s.node_types[0] if self.homogeneous else s.resolve_ntype(None))
 
     def _array(self, group: str | None, name: str):
         s = self.store
@@ -126,7 +126,7 @@ class StoreFeatureStore(FeatureStore):
             return s.features(group, name), None
         return None, s.values(group, name)
 
-    def _get_tensor(self, attr: TensorAttr) -> Optional[torch.Tensor]:
+    def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
         if attr.attr_name == ID:
             return self._ids(attr)
         feat, vec = self._array(attr.group_name, attr.attr_name)

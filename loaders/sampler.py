@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
 import numba
 import numpy as np
@@ -89,10 +90,10 @@ class MiniBatch:
     """
 
     subgraph: SampledSubgraph
-    x: dict[str, "torch.Tensor"]
-    y: "torch.Tensor | None"
-    device: "torch.device"
-    y_all: dict[str, "torch.Tensor"] = field(default_factory=dict)
+    x: dict[str, torch.Tensor]
+    y: torch.Tensor | None
+    device: torch.device
+    y_all: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 def _as_etype(et) -> EdgeType:
@@ -107,7 +108,7 @@ class Fanouts:
     num_layers: int
 
     @classmethod
-    def parse(cls, num_neighbors, edge_types: Sequence[EdgeType]) -> "Fanouts":
+    def parse(cls, num_neighbors, edge_types: Sequence[EdgeType]) -> Fanouts:
         """From one list for all edge types, or a dict keyed by edge type or relation name.
 
         Edge types missing from a dict are not sampled (fanout 0).
@@ -199,7 +200,7 @@ class CSCGraph:
         return list(self.csc)
 
     @classmethod
-    def from_store(cls, store, topology: str = "mmap") -> "CSCGraph":
+    def from_store(cls, store, topology: str = "mmap") -> CSCGraph:
         """The topology of a :class:`featurestore.Store`.
 
         ``topology="mmap"``: memory-mapped, zero-copy when local (the page cache holds it);
@@ -219,7 +220,7 @@ class CSCGraph:
         return cls(nn, csc, validated=isinstance(store, Store))
 
     @classmethod
-    def of(cls, graph, topology: str = "mmap") -> "CSCGraph":
+    def of(cls, graph, topology: str = "mmap") -> CSCGraph:
         return graph if isinstance(graph, CSCGraph) else cls.from_store(graph, topology)
 
 

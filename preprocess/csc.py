@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import os
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -84,7 +84,7 @@ class EdgeSource(abc.ABC):
         :meth:`iter_blocks`.
         """
 
-    def reversed(self) -> "EdgeSource":
+    def reversed(self) -> EdgeSource:
         """The same edges with source and destination swapped."""
         return _Reversed(self)
 
@@ -92,7 +92,7 @@ class EdgeSource(abc.ABC):
         """Paths of the files this source reads (recorded in job manifests)."""
         return []
 
-    def parts(self) -> list["EdgeSource"]:
+    def parts(self) -> list[EdgeSource]:
         """The single-file sources this one chains (itself unless it is a :func:`concat`);
         consumers iterate them one by one so that an error names the right file."""
         return [self]

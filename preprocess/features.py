@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -77,15 +77,15 @@ class FeatureSource(abc.ABC):
 
     # -- constructors -------------------------------------------------------------------
     @staticmethod
-    def from_array(arr, name: str = "<array>") -> "FeatureSource":
+    def from_array(arr, name: str = "<array>") -> FeatureSource:
         return ArrayFeatures(np.asarray(arr) if not isinstance(arr, np.ndarray) else arr, name)
 
     @staticmethod
-    def from_npy(path) -> "FeatureSource":
+    def from_npy(path) -> FeatureSource:
         return ArrayFeatures(load_npy(path, "feature matrix"), os.fspath(path), [os.fspath(path)])
 
     @staticmethod
-    def from_parquet(path, columns) -> "FeatureSource":
+    def from_parquet(path, columns) -> FeatureSource:
         return ParquetFeatures(path, columns)
 
 

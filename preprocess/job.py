@@ -33,10 +33,11 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 from featurestore import __version__
-from featurestore._location import Location
+from featurestore.location import Location
 from featurestore.errors import StoreExistsError, UnsafePathError
 from featurestore.writer import StoreWriter
 
@@ -74,7 +75,7 @@ def input_record(path: str | os.PathLike) -> dict:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -358,7 +359,7 @@ class Job:
         if self._writer is not None:
             self._writer.close()
 
-    def __enter__(self) -> "Job":
+    def __enter__(self) -> Job:
         return self
 
     def __exit__(self, *exc) -> None:

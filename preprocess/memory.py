@@ -73,7 +73,7 @@ class PeakMemory:
             if v > self.peak:
                 self.peak = v
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self.start = anon_bytes()
         self.peak = self.start
         self._stop.clear()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numba
 import numpy as np
@@ -222,7 +222,7 @@ class _Run:
                      for x in ("k", "c", "p"))
 
     @staticmethod
-    def write(path: str, k, c, p) -> "_Run":
+    def write(path: str, k, c, p) -> _Run:
         for x, a in (("k", k), ("c", c), ("p", p)):
             np.ascontiguousarray(a, dtype=np.int64).tofile(f"{path}.{x}")
         return _Run(path, len(k))

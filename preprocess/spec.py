@@ -46,7 +46,7 @@ class FileRef:
     header: bool = True
     delimiter: str | None = None
     dtype: str | None = None
-    ids: "FileRef | None" = None  # for features/labels/values not row-aligned with the nodes
+    ids: FileRef | None = None  # for features/labels/values not row-aligned with the nodes
 
     @property
     def files(self) -> list[str]:
@@ -147,7 +147,7 @@ MAX_SPEC_BYTES = 1 << 20
 
 
 def _spec_loader(path: str):
-    """yaml's SafeLoader without aliases: ``*ref`` lets a tiny file expand into a huge tree
+    """Yaml's SafeLoader without aliases: ``*ref`` lets a tiny file expand into a huge tree
     (a "billion laughs"), and a spec never needs one."""
     import yaml
 

@@ -11,7 +11,7 @@ kernel and divided by the degree. A node without neighbours gets zeros.
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 import numba as nb
 import numpy as np

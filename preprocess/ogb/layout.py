@@ -32,7 +32,7 @@ class MagPaths:
     root: str
 
     @classmethod
-    def under(cls, root: str | os.PathLike) -> "MagPaths":
+    def under(cls, root: str | os.PathLike) -> MagPaths:
         root = os.fspath(root)
         if os.path.basename(os.path.normpath(root)) != MAG240M_DIR:
             root = os.path.join(root, MAG240M_DIR)
@@ -61,7 +61,7 @@ class PapersPaths:
     root: str
 
     @classmethod
-    def under(cls, root: str | os.PathLike) -> "PapersPaths":
+    def under(cls, root: str | os.PathLike) -> PapersPaths:
         root = os.fspath(root)
         if os.path.basename(os.path.normpath(root)) != PAPERS100M_DIR:
             root = os.path.join(root, PAPERS100M_DIR)

@@ -18,7 +18,6 @@ Output (PyG's ``ToUndirected`` view of ``MAG240MDataset``):
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import numpy as np

@@ -13,7 +13,7 @@ import os
 import struct
 import zipfile
 from dataclasses import dataclass, field
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -32,7 +32,7 @@ STREAM_BYTES = 16 << 20
 class NpzMember:
     """One ``.npy`` member of an archive: its array header and where its bytes are."""
 
-    archive: "NpzArchive" = field(repr=False)
+    archive: NpzArchive = field(repr=False)
     name: str
     shape: tuple[int, ...]
     dtype: np.dtype
@@ -249,7 +249,7 @@ class NpzWriter:
                                    zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED,
                                    compresslevel=1 if compress else None, allowZip64=True)
 
-    def __enter__(self) -> "NpzWriter":
+    def __enter__(self) -> NpzWriter:
         return self
 
     def __exit__(self, exc_type, *rest) -> None:

@@ -53,7 +53,7 @@ class IdMap:
     rb: int = 0
 
     @classmethod
-    def make(cls, n: int, active_share: float, salt: int) -> "IdMap":
+    def make(cls, n: int, active_share: float, salt: int) -> IdMap:
         a = max(1, int(n * 0.6180339887) | 1)
         while math.gcd(a, n) != 1:
             a += 2 if n > 2 else 1
@@ -63,7 +63,7 @@ class IdMap:
         active = max(1, min(n, int(math.ceil(n * active_share))))
         return cls(n, active, a % max(n, 1) or 1, (salt * 7919) % max(n, 1))
 
-    def reranked(self, salt: int) -> "IdMap":
+    def reranked(self, salt: int) -> IdMap:
         """The same active ids, hit in another order of ranks (independent heavy ids)."""
         m = self.active
         ra = max(1, int(m * 0.7548776662) | 1)

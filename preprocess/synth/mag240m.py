@@ -42,7 +42,7 @@ class MagSynthSpec:
     feat_dim: int = MAG240M["feat_dim"]
 
     @classmethod
-    def at_scale(cls, scale: float) -> "MagSynthSpec":
+    def at_scale(cls, scale: float) -> MagSynthSpec:
         if not scale > 0:
             raise ValueError(f"Expected a scale > 0. Got {scale!r} instead.")
         return cls(paper=scaled(MAG240M["paper"], scale, 10),

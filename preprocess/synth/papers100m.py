@@ -37,7 +37,7 @@ class PapersSynthSpec:
     feat_dim: int = PAPERS100M["feat_dim"]
 
     @classmethod
-    def at_scale(cls, scale: float) -> "PapersSynthSpec":
+    def at_scale(cls, scale: float) -> PapersSynthSpec:
         if not scale > 0:
             raise ValueError(f"Expected a scale > 0. Got {scale!r} instead.")
         return cls(nodes=scaled(PAPERS100M["nodes"], scale, 10),

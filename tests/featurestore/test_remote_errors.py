@@ -155,7 +155,7 @@ def test_a_transient_failure_is_retried(store_dir, monkeypatch):
     try:
         url = f"http://127.0.0.1:{srv.server_address[1]}/{store_dir.name}"
         f = fs.open_store(url).features("v")
-        real, calls = f._rows.gather, []
+        real, calls = f.reader.gather, []
 
         def flaky(*a):
             calls.append(1)
@@ -163,7 +163,7 @@ def test_a_transient_failure_is_retried(store_dir, monkeypatch):
                 raise ConnectionResetError("connection reset by peer")
             return real(*a)
 
-        monkeypatch.setattr(f._rows, "gather", flaky)
+        monkeypatch.setattr(f.reader, "gather", flaky)
         monkeypatch.setattr(R, "REMOTE_BACKOFF_S", 0.01)
         rows = f.gather([1, 2])
         assert len(calls) == 3
@@ -173,7 +173,7 @@ def test_a_transient_failure_is_retried(store_dir, monkeypatch):
             calls.append(1)
             raise ConnectionResetError("down")
 
-        monkeypatch.setattr(f._rows, "gather", down)
+        monkeypatch.setattr(f.reader, "gather", down)
         with pytest.raises(RemoteStoreError, match="feat"):
             f.gather([1])
         assert len(calls) == R.REMOTE_RETRIES + 1

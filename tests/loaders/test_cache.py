@@ -86,7 +86,7 @@ def test_cached_gather_returns_the_rows_of_a_plain_gather(wide_store, policy, re
 
 def test_uncached_reads_scatter_to_given_rows(wide_store):
     F = wide_store.features()
-    rows = F._rows
+    rows = F.reader
     ids = np.array([9, 3, 9, 2000, 4, 5, 6, 2499], np.int64)
     at = np.array([7, 0, 3, 1, 2, 6, 5, 4], np.int64)
     out = np.zeros((8, 768), np.float16)
@@ -181,7 +181,7 @@ def test_uncached_reads_at_every_density(wide_store, read_path, monkeypatch):
         ids = rng.permutation(rng.choice(n, max(1, int(share * n)), replace=False))
         ids = np.concatenate([ids, ids[:7]])  # and repeats
         out = np.empty((ids.size, 768), np.float16)
-        F._rows.read_uncached(ids, out, read_path)
+        F.reader.read_uncached(ids, out, read_path)
         assert np.array_equal(out, ref[ids]), share
 
 

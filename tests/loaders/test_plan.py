@@ -159,7 +159,7 @@ def test_plan_sizes_the_cache_as_the_loader_does(homo_store):
         feature_rows={"node": 3000}, topology_bytes=p.memory["topology"],
         batch_rows=p.distinct_rows_per_batch_max, edges_per_batch=max(edges),
         num_nodes={"node": 3000}, batches_in_flight=2, subgraphs_in_flight=5, io_threads=32,
-        scratch_bytes=homo_store.features()._rows.scratch_bytes())
+        scratch_bytes=homo_store.features().reader.scratch_bytes())
     assert p.cache_rows == (3000 if lp.fits else lp.cache_rows.get("node", 0))
     # a budget too small for the whole store: the loader's cache, and the hit rate at it
     small = (100 << 20) + p.loader_plan["planned_bytes"] + p.memory["topology"] + 100_000
