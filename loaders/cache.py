@@ -251,13 +251,29 @@ class FeatureCache:
         else:
             out[at] = tmp
 
-    def gather(self, ids, out: np.ndarray | None = None) -> np.ndarray:
-        """Rows ``ids`` (any order, repeats allowed) into ``out`` (allocated when None)."""
+    def gather(self, ids, out: np.ndarray | None = None, *,
+               stage: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``ids`` (any order, repeats allowed) into ``out`` (allocated when None).
+
+        ``out`` may be of another floating dtype than the store's (the loader's ``dtype=``):
+        hits are then cast in their copy from the hot tier, and misses are read into
+        ``stage`` (a buffer in the store's dtype, a chunk of rows; a small one is made when
+        None) and cast in their copy out of it.
+        """
         f = self.feature
         ids = check_ids(ids, f.shape[0], f.name).astype(np.int64, copy=False)
         ids = np.ascontiguousarray(ids)
         from featurestore.gather import check_out
 
+        o = out.numpy() if out is not None and not isinstance(out, np.ndarray) else out
+        if o is not None and o.dtype != f.dtype:
+            want = (ids.shape[0],) + tuple(f.shape[1:])
+            if o.shape != want or o.dtype.kind != "f":
+                from featurestore.errors import SchemaError
+                raise SchemaError(f"Expected out of shape {want} and a floating dtype for "
+                                  f"{f.name}. Got {o.shape} {o.dtype} instead.")
+            self._gather_cast(ids, o, stage)
+            return out
         buf = check_out(out, ids.shape[0], f.shape[1:], f.dtype, f.name)
         n = ids.shape[0]
         if n == 0:
@@ -292,7 +308,52 @@ class FeatureCache:
             self._read(ids[at], buf, at)
         return out if out is not None else buf
 
+    def _gather_cast(self, ids: np.ndarray, out: np.ndarray, stage: np.ndarray | None) -> None:
+        """:meth:`gather` into ``out`` of another dtype: hits cast by a kernel from the hot
+        tier while the misses are read (a helper thread for large batches) chunk by chunk into
+        ``stage`` and cast into their rows."""
+        from ._cast import cast_rows
+
+        if not (out.flags.c_contiguous and out.flags.writeable):
+            from featurestore.errors import SchemaError
+            raise SchemaError(f"Expected a C-contiguous writeable out buffer for "
+                              f"{self.feature.name}.")
+        n, hot = ids.shape[0], self.hot
+        p = hot.lookup(ids) if len(hot) else np.full(n, -1, np.int32)
+        at = np.flatnonzero(p < 0)
+        fut = None
+        if at.shape[0]:
+            if stage is None:
+                rows = max(1, (4 << 20) // max(1, self.feature.row_bytes))
+                stage = np.empty((min(rows, at.shape[0]),) + self.feature.shape[1:],
+                                 self.feature.dtype)
+            if n >= _PARALLEL_MIN and len(hot):
+                if self._bg is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self._bg = ThreadPoolExecutor(1, thread_name_prefix="fs-cache-miss")
+                fut = self._bg.submit(self._read_cast, ids[at], out, at, stage)
+            else:
+                self._read_cast(ids[at], out, at, stage)
+        if len(hot):
+            cast_rows(hot.data, p, out)
+        self.stats.hits += n - at.shape[0]
+        self.stats.misses += at.shape[0]
+        if fut is not None:
+            fut.result()
+
+    def _read_cast(self, ids: np.ndarray, out: np.ndarray, at: np.ndarray,
+                   stage: np.ndarray) -> None:
+        from ._cast import cast_rows
+
+        step = stage.shape[0]
+        for lo in range(0, ids.shape[0], step):
+            m = min(step, ids.shape[0] - lo)
+            self._read(ids[lo:lo + m], stage[:m], None)
+            cast_rows(stage[:m], np.arange(m, dtype=np.int64), out, at[lo:lo + m])
+
     def close(self) -> None:
+        """Stop the helper thread that reads misses (if one was started)."""
         if self._bg is not None:
             self._bg.shutdown(wait=True)
             self._bg = None

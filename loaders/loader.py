@@ -32,6 +32,7 @@ from featurestore.errors import UnknownFeatureError
 
 from . import _compat
 from ._buffers import BufferPool, StagingRing
+from ._cast import cast_rows, resolve_dtype
 from .budget import (LoaderPlan, available_memory, limit_allocator_slack, parse_size,
                      plan_loader, resident_indptr_dtype)
 from .cache import (POLICIES, FeatureCache, degree_counts, presample_counts, presample_scores,
@@ -94,6 +95,12 @@ def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
         raise IdsOutOfRangeError(f"Expected input nodes in [0, {n}) for node type {ntype!r} of "
                                  f"{store.url}. Got ids in [{ids.min()}, {ids.max()}] instead.")
     return ntype, ids.astype(np.int64, copy=False)
+
+
+def _as_store(data):
+    from .datasets import as_store
+
+    return as_store(data)
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
@@ -260,6 +267,12 @@ class NeighborLoader:
     transform
         PyG's ``transform=``: a callable applied to each batch (after the conversion to
         ``output``), in the loader's gather thread.
+    dtype
+        Cast features to this floating dtype on their way into the batch (``torch.float32``,
+        ``np.float32`` or ``"float32"``): an fp16 store reaches an fp32 model without a pass
+        over the batch (hits are cast in their copy from the cache, reads in their copy out
+        of a staging chunk). Integer, boolean and complex dtypes are refused
+        (:class:`~loaders.errors.LoaderArgumentError`). Default: the store's dtype.
     pin_memory
         Pin the host buffers of CPU batches (when CUDA is available; batches for a CUDA
         ``device`` always go through pinned buffers).
@@ -335,14 +348,17 @@ class NeighborLoader:
 
     def __init__(self, store, num_neighbors, input_nodes=None, *, batch_size: int = 1024,
                  shuffle: bool = False, drop_last: bool = False, seed: int = 0,
-                 output: str = "raw", device=None, prefetch: int = 2,
+                 output: str | None = None, device=None, prefetch: int = 2,
                  num_threads: int | None = None, replace: bool = False, feature: str = "feat",
                  labels: bool = True, staging_bytes: int = 64 << 20, topology: str | None = None,
                  rank: int = 0, world_size: int = 1, memory: int | str | None = None,
                  cache: str | None = "auto", batches_in_flight: int = 2,
                  presample_epochs: int = 1, fanout_order: str | None = None,
                  transform: Callable[[Any], Any] | None = None, pin_memory: bool = False,
-                 **kwargs):
+                 dtype=None, **kwargs):
+        # a PyG/DGL-like view (loaders.datasets) stands for its store and names its output
+        output = output or getattr(store, "default_output", "raw")
+        store = _as_store(store)
         if output not in OUTPUTS:
             raise ValueError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
         # PyG's/DGL's loader keywords: honoured or refused by name (docs/compat.md)
@@ -384,6 +400,12 @@ class NeighborLoader:
         self.pin = self.device.type == "cuda" or (peer.pin_memory and torch.cuda.is_available())
         self.features = {t: store.features(t, feature) for t in store.node_types
                          if feature in store.feature_names(t)}
+        #: per node type, the dtype features reach the batch in (``dtype=``; the store's)
+        self._cast = {t: resolve_dtype(dtype, f.dtype, f"feature {feature!r} of {t!r} in "
+                                                       f"{store.url}")
+                      for t, f in self.features.items()}
+        self.feature_dtypes = {t: self._cast[t] if self._cast[t] is not None else f.dtype
+                               for t, f in self.features.items()}
         #: label arrays of the node types that have them (all sampled nodes get theirs)
         self._labels = ({t: store.labels(t) for t in store.node_types
                          if "label" in store.value_names(t)} if labels else {})
@@ -399,7 +421,8 @@ class NeighborLoader:
         self._in_flight = int(batches_in_flight)
         self._plan(memory, cache, topology, staging_bytes, presample_epochs)
         planned = self.plan is not None and not self.plan.fits
-        self._pools = {t: BufferPool(_torch_dtype(f.dtype), f.shape[1:], pin=self.pin,
+        self._pools = {t: BufferPool(_torch_dtype(self.feature_dtypes[t]), f.shape[1:],
+                                     pin=self.pin,
                                      max_buffers=self._in_flight if planned else 8,
                                      rows=self.plan.batch_rows.get(t, 0) if planned else 0)
                        for t, f in self.features.items()}
@@ -452,7 +475,8 @@ class NeighborLoader:
         io = max([getattr(f.reader, "io_threads", 0) for f in self.features.values()] + [0])
         scratch = sum(f.reader.scratch_bytes() for f in self.features.values()
                       if hasattr(f.reader, "scratch_bytes"))
-        scratch += 2 * staging_bytes if cuda else 0
+        casts = any(c is not None for c in self._cast.values())
+        scratch += 2 * staging_bytes if cuda else (staging_bytes if casts else 0)
         in_flight = 0 if cuda else self._in_flight
         common = dict(budget=budget, budget_source=source, feature_row_bytes=rb,
                       feature_rows=nrows, topology_bytes=topo_bytes, num_nodes=dict(g.num_nodes),
@@ -572,10 +596,10 @@ class NeighborLoader:
         return self.sampler.sample(self.input_nodes[pos], self.seed_type, seed=self.seed,
                                    epoch=epoch, batch=k, input_id=pos)
 
-    def _cached_gather(self, t: str, ids: np.ndarray, out) -> None:
+    def _cached_gather(self, t: str, ids: np.ndarray, out, stage=None) -> None:
         c = self.caches[t]
         s0 = (c.stats.hits, c.stats.misses, c.stats.reads, c.stats.bytes_read)
-        c.gather(ids, out=out)
+        c.gather(ids, out=out, stage=stage)
         st = self.stats
         st.hits += c.stats.hits - s0[0]
         st.misses += c.stats.misses - s0[1]
@@ -596,18 +620,30 @@ class NeighborLoader:
                                 "buffers while asking for the next batch: one more made past "
                                 "the memory plan (drop each batch before the next, or use "
                                 "batches_in_flight=2)", pool.max_buffers)
+            step = max(1, self._staging.chunk_bytes // max(1, f.row_bytes))
+            cast = self._cast[t] is not None
+            stage = self._stage(t, min(step, ids.shape[0])) if cast else None
             if t in self.caches:  # reads need no staging: misses land in their rows
-                self._cached_gather(t, ids, buf)
+                self._cached_gather(t, ids, buf, stage)  # (or, cast, go through ``stage``)
                 x[t] = buf
                 continue
-            step = max(1, self._staging.chunk_bytes // max(1, f.row_bytes))
             for lo in range(0, ids.shape[0], step):  # chunks bound the reader's scratch memory
-                f.gather(ids[lo:lo + step], out=buf[lo:lo + step])
+                if not cast:
+                    f.gather(ids[lo:lo + step], out=buf[lo:lo + step])
+                    continue
+                m = min(step, ids.shape[0] - lo)  # read in the store's dtype, cast when copied
+                f.gather(ids[lo:lo + m], out=stage[:m])
+                cast_rows(stage[:m], np.arange(m, dtype=np.int64), buf[lo:lo + m].numpy())
             x[t] = buf
         ys = self._label_rows(sub)
         if self.pin:
             ys = {t: v.pin_memory() for t, v in ys.items()}
         return MiniBatch(sub, x, _seed_labels(sub, ys), torch.device("cpu"), ys)
+
+    def _stage(self, t: str, rows: int) -> np.ndarray:
+        """A staging buffer of ``rows`` rows of type ``t`` in the store's dtype (for casts)."""
+        f = self.features[t]
+        return self._staging.next(max(rows, 1), _torch_dtype(f.dtype), f.shape[1:]).numpy()
 
     def _label_rows(self, sub: SampledSubgraph) -> dict[str, torch.Tensor]:
         """Labels of every sampled node of each labelled type: one fancy index per type."""
@@ -626,11 +662,12 @@ class NeighborLoader:
             ids = sub.node[t]
             n = ids.shape[0]
             with _on(stream):
-                out = torch.empty((n,) + f.shape[1:], dtype=_torch_dtype(f.dtype), device=dev)
+                out = torch.empty((n,) + f.shape[1:], dtype=_torch_dtype(self.feature_dtypes[t]),
+                                  device=dev)
             step = max(1, ring.chunk_bytes // max(1, f.row_bytes))
             for lo in range(0, n, step):
-                hi = min(n, lo + step)
-                buf = ring.next(hi - lo, out.dtype, f.shape[1:])
+                hi = min(n, lo + step)  # staged in the store's dtype; copy_ casts (dtype=)
+                buf = ring.next(hi - lo, _torch_dtype(f.dtype), f.shape[1:])
                 if t in self.caches:
                     self._cached_gather(t, ids[lo:hi], buf)
                 else:

@@ -94,3 +94,21 @@ def test_dgl_fanout_order_and_sampler_object(store):
         for et in last.canonical_etypes:
             if last.num_edges(et):
                 assert int(last.in_degrees(etype=et).max()) <= 5
+
+
+def test_dtype_casts_the_blocks_features(store):
+    """dtype=torch.float32: the blocks' features are the store's rows cast (the hetero store
+    is fp16), on every block that carries them."""
+    import torch
+
+    s, seeds = store
+    for inp, _, blocks in NeighborLoader(s, FANOUTS, seeds, batch_size=64, output="dgl",
+                                         device="cpu", dtype=torch.float32):
+        for nt in s.node_types:
+            if "feat" not in s.feature_names(nt):
+                continue
+            ids = _per_type(inp, nt).numpy()
+            want = np.asarray(s.features(nt, "feat").numpy())[ids].astype(np.float32)
+            got = _per_type(blocks[0].srcdata["feat"], nt)
+            assert got.dtype == torch.float32
+            np.testing.assert_array_equal(got.numpy(), want)
