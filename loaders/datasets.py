@@ -1,0 +1,533 @@
+"""The dataset objects PyG, DGL and OGB scripts start from, over a store.
+
+A PyG or DGL script opens its data with ``PygNodePropPredDataset(name, root)``,
+``AsNodePredDataset(DglNodePropPredDataset(name))`` and so on, then reads ``data.x``,
+``data['paper'].train_mask``, ``g.ndata['feat']``, ``dataset.num_classes`` ... These classes
+answer the same calls from a store, so a script keeps those lines and changes its imports:
+
+>>> from loaders.datasets import PygNodePropPredDataset     # was: from ogb.nodeproppred ...
+>>> dataset = PygNodePropPredDataset("ogbn-papers100M", root="papers.store")
+>>> data = dataset[0]                                       # a StoreData view, not in memory
+>>> loader = loaders.NeighborLoader(data, [10, 10], dataset.get_idx_split()["train"])
+
+Nothing is read into memory up front. Node features and value arrays (``x``, ``feat``, ``y``,
+``label``, ``year``) are :class:`LazyRows`: their shape is known, and indexing them gathers the
+rows from the store. Split masks (``train_mask``...) are built from the split ids on first
+use (one byte per node). Topology is the store's CSC: ``edge_index`` is not materialised, and
+setting attributes (``data.edge_index = to_undirected(...)``) is refused with a message, since a
+store is read-only.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from featurestore import Store, open_store
+from featurestore.errors import NotAStoreError, StoreNotFoundError
+
+from .errors import LoaderArgumentError
+
+__all__ = ["LazyRows", "NodeView", "StoreData", "StoreGraph", "PygNodePropPredDataset",
+           "DglNodePropPredDataset", "AsNodePredDataset", "as_store"]
+
+#: PyG's mask name and DGL's index name of each split, and the store split names they read.
+SPLITS = {"train": ("train_mask", "train_idx", ("train",)),
+          "valid": ("val_mask", "val_idx", ("valid", "val")),
+          "test": ("test_mask", "test_idx", ("test", "test-dev", "test_dev"))}
+
+_FEATURE_ALIASES = {"x": "feat"}
+_VALUE_ALIASES = {"y": "label"}
+
+
+def as_store(data) -> Store:
+    """The store behind ``data``: a :class:`Store`, or a view or dataset of this module."""
+    if isinstance(data, Store):
+        return data
+    store = getattr(data, "__featurestore__", None)
+    if isinstance(store, Store):
+        return store
+    raise LoaderArgumentError(
+        "Expected a featurestore Store (open_store(path)) or a view of one (loaders.datasets: "
+        f"StoreData, StoreGraph, a dataset's [0]). Got {type(data).__name__} instead. PyG's "
+        "Data/HeteroData and DGL graphs live in memory; preprocess them into a store first.")
+
+
+def _open(name: str | None, root: str | os.PathLike) -> Store:
+    """The store at ``root``, else at ``root/<name>`` (``-`` as ``_``), as OGB lays out roots."""
+    tried = [os.fspath(root)]
+    if name:
+        tried += [os.path.join(root, name), os.path.join(root, name.replace("-", "_"))]
+    for path in tried:
+        try:
+            return open_store(path)
+        except (NotAStoreError, StoreNotFoundError):
+            continue
+    raise NotAStoreError(f"Expected a featurestore store for dataset {name!r} at one of {tried} "
+                         "(make one with `featurestore preprocess`). None of them is a store.")
+
+
+def _torch_ids(ids) -> torch.Tensor:
+    return torch.from_numpy(np.array(ids, dtype=np.int64))
+
+
+def _index(key, n: int) -> np.ndarray:
+    """Row ids of ``key`` (int, slice, ids, boolean mask; torch or numpy) over ``n`` rows."""
+    if isinstance(key, torch.Tensor):
+        key = key.detach().cpu().numpy()
+    if isinstance(key, slice):
+        return np.arange(n, dtype=np.int64)[key]
+    key = np.asarray(key)
+    if key.dtype == np.bool_:
+        if key.shape != (n,):
+            raise LoaderArgumentError(f"Expected a boolean mask of {n} entries. Got shape "
+                                      f"{key.shape} instead.")
+        return np.flatnonzero(key)
+    return key
+
+
+class LazyRows:
+    """A node feature or value array of a store that reads rows when indexed.
+
+    It answers ``shape``, ``size()``, ``dim()``, ``dtype``, ``len()`` and ``device`` like a
+    tensor. ``rows[ids]`` (ids, a boolean mask, a slice or an int; torch or numpy) gathers
+    those rows into a tensor on ``device``. ``to(device)`` returns a view that puts gathered
+    rows there, without reading anything; :meth:`numpy` reads the whole array, explicitly.
+    """
+
+    def __init__(self, source, name: str, device="cpu"):
+        self._source = source  # a FeatureArray or a 1-D numpy vector (memory-mapped)
+        self.name = name
+        self.device = torch.device(device)
+
+    @property
+    def shape(self) -> torch.Size:
+        """The array's shape: ``(num_nodes,)`` or ``(num_nodes, dim, ...)``."""
+        return torch.Size(self._source.shape)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The torch dtype the rows come in."""
+        return torch.from_numpy(np.empty(0, self._source.dtype.newbyteorder("="))).dtype
+
+    def size(self, dim: int | None = None):
+        """``shape``, or its entry ``dim``, as ``torch.Tensor.size``."""
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        """The number of dimensions."""
+        return len(self._source.shape)
+
+    def __len__(self) -> int:
+        return self._source.shape[0]
+
+    def __repr__(self) -> str:
+        return f"LazyRows({self.name!r}, shape={tuple(self.shape)}, dtype={self.dtype})"
+
+    def __getitem__(self, key) -> torch.Tensor:
+        scalar = isinstance(key, (int, np.integer))
+        ids = _index(key, len(self))
+        if hasattr(self._source, "gather"):
+            rows = self._source.gather(ids.reshape(-1)).reshape(ids.shape + self._source.shape[1:])
+        else:
+            from featurestore import check_ids
+
+            flat = check_ids(ids.reshape(-1), len(self), self.name)
+            rows = np.asarray(self._source[flat]).reshape(ids.shape)
+        out = torch.from_numpy(np.ascontiguousarray(rows))
+        out = out.to(self.device) if self.device.type != "cpu" else out
+        return out[()] if scalar else out
+
+    def to(self, device=None, *args, **kwargs) -> LazyRows:
+        """A view whose gathered rows go to ``device`` (nothing is read now)."""
+        if device is None or isinstance(device, torch.dtype):
+            return self
+        return LazyRows(self._source, self.name, device)
+
+    def cpu(self) -> LazyRows:
+        """A view whose gathered rows stay on the CPU."""
+        return self.to("cpu")
+
+    def numpy(self) -> np.ndarray:
+        """The whole array, read from the store (a read-only memory map when local)."""
+        return self._source.numpy() if hasattr(self._source, "numpy") else self._source
+
+
+class NodeView:
+    """The attributes of one node type: ``x``, ``y``, value arrays, split masks, ``num_nodes``.
+
+    ``x`` is the ``feat`` feature and ``y`` the ``label`` values; other features and value
+    arrays answer under their own names. Deleting an attribute (``del data['paper'].year``)
+    hides it from this view only.
+    """
+
+    def __init__(self, store: Store, ntype: str, device="cpu"):
+        object.__setattr__(self, "_store", store)
+        object.__setattr__(self, "_ntype", ntype)
+        object.__setattr__(self, "_device", device)
+        object.__setattr__(self, "_hidden", set())
+        object.__setattr__(self, "_masks", {})
+
+    @property
+    def num_nodes(self) -> int:
+        """The node type's number of nodes."""
+        return self._store.num_nodes(self._ntype)
+
+    @property
+    def num_features(self) -> int:
+        """The width of ``x`` (0 when the node type has no ``feat`` feature)."""
+        if "feat" not in self._store.feature_names(self._ntype):
+            return 0
+        return int(np.prod(self._store.features(self._ntype).shape[1:]))
+
+    def keys(self) -> list[str]:
+        """The attribute names this view answers (hidden ones left out)."""
+        st, t = self._store, self._ntype
+        names = [("x" if f == "feat" else f) for f in st.feature_names(t)]
+        names += [("y" if v == "label" else v) for v in st.value_names(t)]
+        splits = st.split_names
+        names += [mask for key, (mask, _, names_) in SPLITS.items()
+                  if any(s in splits for s in names_)]
+        return [n for n in names if n not in self._hidden]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.keys()
+
+    def mask(self, split: str) -> torch.Tensor:
+        """The boolean mask of split ``split`` (``train``, ``valid``, ``test``) over the nodes."""
+        if split not in self._masks:
+            ids = split_ids(self._store, split, self._ntype)
+            m = torch.zeros(self.num_nodes, dtype=torch.bool)
+            m[_torch_ids(ids)] = True
+            self._masks[split] = m
+        return self._masks[split]
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in self._hidden:
+            raise AttributeError(name)
+        st, t = self._store, self._ntype
+        feat = _FEATURE_ALIASES.get(name, name)
+        if feat in st.feature_names(t):
+            return LazyRows(st.features(t, feat), f"{t}.{name}", self._device)
+        value = _VALUE_ALIASES.get(name, name)
+        if value in st.value_names(t):
+            return LazyRows(st.values(t, value), f"{t}.{name}", self._device)
+        for key, (mask, _, _) in SPLITS.items():
+            if name == mask:
+                return self.mask(key)
+        if name == "edge_index":
+            raise AttributeError(
+                f"{st.url} keeps its topology as CSC per edge type: edge_index is not "
+                "materialised. NeighborLoader samples from the CSC; PyG's own loaders take "
+                "loaders.pyg.remote_backend(store).")
+        raise AttributeError(f"Expected an attribute of node type {t!r} of {st.url}: "
+                             f"{self.keys()}. Got {name!r} instead.")
+
+    def __setattr__(self, name: str, value) -> None:
+        raise LoaderArgumentError(
+            f"Expected no assignment to {name!r}: {self._store.url} is a read-only store. "
+            "Transform the data when you preprocess it (to_undirected: add the reverse edge "
+            "types to the spec) or per batch with NeighborLoader(transform=...).")
+
+    def __delattr__(self, name: str) -> None:
+        if name not in self.keys():
+            raise AttributeError(name)
+        self._hidden.add(name)
+
+    def __repr__(self) -> str:
+        return f"NodeView({self._ntype!r}, num_nodes={self.num_nodes}, keys={self.keys()})"
+
+
+def split_ids(store: Store, split: str, ntype: str | None = None) -> np.ndarray:
+    """Store ids of ``split`` (``train``/``valid``/``test``, or any store split name)."""
+    names = SPLITS[split][2] if split in SPLITS else (split,)
+    have = store.split_names
+    for name in names:
+        if name in have:
+            return store.split(name, ntype)
+    return store.split(names[0], ntype)  # raises UnknownSplitError naming the store's splits
+
+
+class _Typed:
+    """What :class:`StoreData` and :class:`StoreGraph` share: the store and its types."""
+
+    def __init__(self, store: Store, device="cpu"):
+        object.__setattr__(self, "__featurestore__", store)
+        object.__setattr__(self, "device", torch.device(device))
+
+    def __setattr__(self, name: str, value) -> None:
+        raise LoaderArgumentError(
+            f"Expected no assignment to {name!r}: {self.store.url} is a read-only store. "
+            "Transform the data when you preprocess it (to_undirected: add the reverse edge "
+            "types to the spec) or per batch with NeighborLoader(transform=...).")
+
+    @property
+    def store(self) -> Store:
+        """The store this view reads."""
+        return self.__featurestore__
+
+    @property
+    def node_types(self) -> list[str]:
+        """The store's node types."""
+        return self.store.node_types
+
+    @property
+    def edge_types(self) -> list[tuple[str, str, str]]:
+        """The store's edge types, ``(src, rel, dst)``."""
+        return [tuple(et) for et in self.store.edge_types]
+
+    @property
+    def is_homogeneous(self) -> bool:
+        """One node type and one edge type."""
+        return len(self.node_types) == 1 and len(self.edge_types) == 1
+
+    @property
+    def num_classes(self) -> int:
+        """The number of classes of the labelled node type (``Store.num_classes``)."""
+        return self.store.num_classes()
+
+    def metadata(self) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """``(node_types, edge_types)``, as PyG's ``HeteroData.metadata()``."""
+        return self.store.metadata()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.store.url!r})"
+
+
+class StoreData(_Typed):
+    """A PyG ``Data``/``HeteroData``-like view of a store, for ``NeighborLoader(data, ...)``.
+
+    Homogeneous stores answer ``data.x``, ``data.y``, ``data.train_mask``, ``data.num_nodes``
+    ...; stores of several types answer ``data['paper'].x`` and ``data[edge_type].num_edges``.
+    ``to(device, ...)`` returns the view itself: batches go where the loader's ``device=``
+    says. A loader given this view yields PyG batches (``output="pyg"``) by default.
+    """
+
+    default_output = "pyg"
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            return _EdgeView(self.store, key)
+        return NodeView(self.store, self.store.resolve_ntype(key), self.device)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if self.is_homogeneous:
+            return getattr(NodeView(self.store, self.node_types[0], self.device), name)
+        raise AttributeError(f"{self.store.url} has node types {self.node_types}: read "
+                             f"data[node_type].{name}")
+
+    @property
+    def num_features(self) -> int:
+        """The width of ``x`` of the labelled (or only) node type."""
+        return NodeView(self.store, self._target(), self.device).num_features
+
+    def _target(self) -> str:
+        if len(self.node_types) == 1:
+            return self.node_types[0]
+        labelled = [t for t in self.node_types if "label" in self.store.value_names(t)]
+        return labelled[0] if len(labelled) == 1 else self.store.resolve_ntype(None)
+
+    def to(self, *args, **kwargs) -> StoreData:
+        """The view itself: batches go where the loader's ``device=`` says."""
+        return self
+
+    def cpu(self) -> StoreData:
+        """The view itself."""
+        return self
+
+    def cuda(self, *args, **kwargs) -> StoreData:
+        """The view itself: pass ``device="cuda"`` to the loader."""
+        return self
+
+
+class _EdgeView:
+    def __init__(self, store: Store, etype):
+        self._store, self._etype = store, tuple(etype)
+
+    @property
+    def num_edges(self) -> int:
+        return self._store.num_edges(self._etype)
+
+
+class _NodeSpace:
+    """``g.nodes[ntype].data`` of a :class:`StoreGraph`."""
+
+    def __init__(self, graph: StoreGraph, ntype: str | None):
+        self.data = _NodeData(graph, ntype)
+
+
+class _NodeData:
+    """``g.ndata``: node features, ``label``, value arrays and ``*_mask`` by name."""
+
+    def __init__(self, graph: StoreGraph, ntype: str | None):
+        self._view = NodeView(graph.store, graph.store.resolve_ntype(ntype), graph.device)
+
+    def __getitem__(self, name: str):
+        try:
+            return getattr(self._view, name)
+        except AttributeError as e:
+            raise KeyError(str(e)) from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.keys()
+
+    def keys(self) -> list[str]:
+        return [{"x": "feat", "y": "label"}.get(k, k) for k in self._view.keys()]
+
+    def __setitem__(self, name, value) -> None:
+        setattr(self._view, name, value)
+
+
+class StoreGraph(_Typed):
+    """A DGL ``DGLGraph``-like view of a store: ``ndata``, ``num_nodes()``, ``device``...
+
+    ``g.ndata['feat']`` (and ``g.nodes['paper'].data['feat']``) is a :class:`LazyRows`;
+    ``g.to(device)`` returns a view whose gathered rows go to ``device``. A loader given this
+    view yields DGL blocks (``output="dgl"``) by default.
+    """
+
+    default_output = "dgl"
+    idtype = torch.int64
+
+    @property
+    def ndata(self) -> _NodeData:
+        """Node data of the only node type (``g.nodes[ntype].data`` for several)."""
+        return _NodeData(self, None)
+
+    @property
+    def nodes(self) -> dict:
+        """``g.nodes[ntype].data``."""
+        return {t: _NodeSpace(self, t) for t in self.node_types}
+
+    @property
+    def ntypes(self) -> list[str]:
+        """The node types."""
+        return self.node_types
+
+    @property
+    def canonical_etypes(self) -> list[tuple[str, str, str]]:
+        """The edge types, ``(src, rel, dst)``."""
+        return self.edge_types
+
+    @property
+    def etypes(self) -> list[str]:
+        """The relation names of the edge types."""
+        return [et[1] for et in self.edge_types]
+
+    def num_nodes(self, ntype: str | None = None) -> int:
+        """The number of nodes (of ``ntype``; all types when ``None`` on a typed store)."""
+        if ntype is None and len(self.node_types) > 1:
+            return sum(self.store.num_nodes(t) for t in self.node_types)
+        return self.store.num_nodes(ntype)
+
+    def num_edges(self, etype=None) -> int:
+        """The number of edges (of ``etype``; all types when ``None`` on a typed store)."""
+        if etype is None and len(self.edge_types) > 1:
+            return sum(self.store.num_edges(et) for et in self.edge_types)
+        return self.store.num_edges(etype)
+
+    def to(self, device, *args, **kwargs) -> StoreGraph:
+        """A view whose gathered node data go to ``device`` (nothing is read now)."""
+        return StoreGraph(self.store, device)
+
+
+class _Dataset:
+    """What the dataset stand-ins share: one store, one graph, OGB's split dictionary."""
+
+    view = StoreData
+
+    def __init__(self, name: str | None = None, root: str | os.PathLike = "dataset", **kwargs):
+        for key in ("transform", "pre_transform", "meta_dict"):
+            if kwargs.pop(key, None) is not None:
+                raise LoaderArgumentError(
+                    f"Expected {key}=None: the dataset is a preprocessed store. Transform "
+                    "batches with NeighborLoader(transform=...).")
+        if kwargs:
+            raise LoaderArgumentError(f"Unexpected arguments {sorted(kwargs)} for "
+                                      f"{type(self).__name__}(name, root).")
+        self.name = name
+        self.__featurestore__ = root if isinstance(root, Store) else _open(name, root)
+
+    @property
+    def store(self) -> Store:
+        """The store this dataset reads."""
+        return self.__featurestore__
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, i: int):
+        if i not in (0, -1):
+            raise IndexError(f"{type(self).__name__} holds one graph. Got index {i}.")
+        return self.view(self.store)
+
+    @property
+    def num_classes(self) -> int:
+        """The number of classes of the labelled node type."""
+        return self.store.num_classes()
+
+    @property
+    def num_features(self) -> int:
+        """The width of the labelled node type's ``feat``."""
+        return StoreData(self.store).num_features
+
+    def get_idx_split(self) -> dict[str, torch.Tensor]:
+        """``{'train', 'valid', 'test'}`` -> store ids (int64 tensors), as OGB's datasets."""
+        return {k: _torch_ids(split_ids(self.store, k)) for k in SPLITS}
+
+
+class PygNodePropPredDataset(_Dataset):
+    """OGB's ``PygNodePropPredDataset(name, root)`` over the store at ``root`` (or ``root/name``).
+
+    ``dataset[0]`` is a :class:`StoreData` view; ``get_idx_split()``, ``num_classes`` and
+    ``num_features`` are OGB's.
+    """
+
+
+class DglNodePropPredDataset(_Dataset):
+    """OGB's ``DglNodePropPredDataset(name, root)`` over the store at ``root`` (or ``root/name``).
+
+    ``dataset[0]`` is ``(graph, labels)``: a :class:`StoreGraph` and the labels as
+    :class:`LazyRows`, as OGB returns them.
+    """
+
+    def __getitem__(self, i: int):
+        g = StoreGraph(super().__getitem__(i).store)
+        return g, g.ndata["label"]
+
+
+class AsNodePredDataset:
+    """DGL's ``AsNodePredDataset(dataset)``: ``train_idx``, ``val_idx``, ``test_idx``, ``[0]``.
+
+    Takes a dataset of this module (or a store); ``dataset[0]`` is a :class:`StoreGraph`.
+    """
+
+    def __init__(self, dataset, split_ratio=None, target_ntype: str | None = None, **kwargs):
+        if split_ratio is not None:
+            raise LoaderArgumentError("Expected split_ratio=None: the store's splits are used.")
+        self.__featurestore__ = as_store(dataset)
+        self.target_ntype = target_ntype
+        for key, (_, idx, _) in SPLITS.items():
+            setattr(self, idx, _torch_ids(split_ids(self.store, key, target_ntype)))
+
+    @property
+    def store(self) -> Store:
+        """The store this dataset reads."""
+        return self.__featurestore__
+
+    @property
+    def num_classes(self) -> int:
+        """The number of classes of the labelled node type."""
+        return self.store.num_classes(self.target_ntype)
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, i: int) -> StoreGraph:
+        if i not in (0, -1):
+            raise IndexError(f"AsNodePredDataset holds one graph. Got index {i}.")
+        return StoreGraph(self.store)

@@ -1,0 +1,97 @@
+"""The PyG/DGL/OGB dataset stand-ins answer what the store holds (numpy brute force)."""
+
+import numpy as np
+import pytest
+import torch
+
+import featurestore as fs
+from loaders import NeighborLoader
+from loaders.datasets import (AsNodePredDataset, DglNodePropPredDataset, LazyRows,
+                              PygNodePropPredDataset, StoreData, StoreGraph, as_store)
+from loaders.errors import LoaderArgumentError
+
+
+def test_pyg_dataset_homogeneous(homo_store_path):
+    ds = PygNodePropPredDataset("ogbn-synthetic", root=homo_store_path)
+    store = ds.store
+    data = ds[0]
+    assert isinstance(data, StoreData) and as_store(data) is store
+    feats = store.features()
+    assert ds.num_features == feats.shape[1]
+    assert ds.num_classes == int(store.labels().max()) + 1
+    split = ds.get_idx_split()
+    for key in ("train", "valid", "test"):
+        assert split[key].dtype == torch.int64
+        np.testing.assert_array_equal(split[key].numpy(), store.split(key))
+    assert data.num_nodes == store.num_nodes()
+    assert tuple(data.x.shape) == feats.shape and data.x.size(-1) == feats.shape[1]
+    ids = np.random.default_rng(0).integers(0, store.num_nodes(), 50)
+    np.testing.assert_array_equal(data.x[torch.from_numpy(ids)].numpy(), feats.gather(ids))
+    np.testing.assert_array_equal(data.y[ids].numpy(), np.asarray(store.labels())[ids])
+    mask = np.zeros(store.num_nodes(), bool)
+    mask[store.split("train")] = True
+    np.testing.assert_array_equal(data.train_mask.numpy(), mask)
+    np.testing.assert_array_equal(data.x[data.train_mask].numpy(),
+                                  feats.gather(np.flatnonzero(mask)))
+    assert data.to("cpu", "x", "y") is data
+
+
+def test_views_refuse_writes_and_explain_edge_index(homo_store_path):
+    data = PygNodePropPredDataset(root=homo_store_path)[0]
+    with pytest.raises(LoaderArgumentError, match="read-only store"):
+        data.edge_index = None
+    with pytest.raises(AttributeError, match="CSC"):
+        _ = data.edge_index
+    with pytest.raises(AttributeError, match="nope"):
+        _ = data.nope
+
+
+def test_hetero_view(hetero_store_path):
+    store = fs.open_store(hetero_store_path)
+    data = StoreData(store)
+    assert data.metadata() == store.metadata()
+    paper = data["paper"]
+    assert paper.num_nodes == store.num_nodes("paper")
+    np.testing.assert_array_equal(paper.year[np.arange(5)].numpy(),
+                                  np.asarray(store.values("paper", "year"))[:5])
+    assert "year" in paper.keys()
+    del paper.year
+    assert "year" not in paper.keys()
+    for et in store.edge_types:
+        assert data[tuple(et)].num_edges == store.num_edges(et)
+    with pytest.raises(AttributeError, match="data\\[node_type\\]"):
+        _ = data.x
+
+
+def test_dgl_stand_ins(homo_store_path):
+    ds = AsNodePredDataset(DglNodePropPredDataset("ogbn-synthetic", root=homo_store_path))
+    store = ds.store
+    np.testing.assert_array_equal(ds.val_idx.numpy(), store.split("valid"))
+    g = ds[0]
+    assert isinstance(g, StoreGraph) and g.num_nodes() == store.num_nodes()
+    feat = g.ndata["feat"]
+    assert isinstance(feat, LazyRows) and feat.shape[1] == store.features().shape[1]
+    ids = torch.arange(0, store.num_nodes(), 7)
+    np.testing.assert_array_equal(feat.to("cpu")[ids].numpy(),
+                                  store.features().gather(ids.numpy()))
+    np.testing.assert_array_equal(g.ndata["label"][ids].numpy(),
+                                  np.asarray(store.labels())[ids.numpy()])
+    graph, labels = DglNodePropPredDataset(root=homo_store_path)[0]
+    assert len(labels) == store.num_nodes()
+    with pytest.raises(KeyError, match="nope"):
+        g.ndata["nope"]
+
+
+def test_missing_store_names_the_paths(tmp_path):
+    with pytest.raises(fs.errors.NotAStoreError, match="ogbn-x"):
+        PygNodePropPredDataset("ogbn-x", root=tmp_path)
+
+
+def test_loader_takes_the_view(homo_store_path):
+    ds = PygNodePropPredDataset(root=homo_store_path)
+    train = ds.get_idx_split()["train"]
+    ours = NeighborLoader(ds[0], [5, 5], train, batch_size=64, device="cpu")
+    ref = NeighborLoader(ds.store, [5, 5], train, batch_size=64, device="cpu", output="pyg")
+    for a, b in zip(ours, ref):
+        assert type(a).__name__ == "Data"
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.x, b.x)
