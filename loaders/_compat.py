@@ -152,9 +152,8 @@ _REFUSED: dict[str, tuple[tuple, str]] = {
     "share_memory": (None, ""),
     "filter_per_worker": (None, ""),
     # PyTorch DataLoader keywords PyG forwards
-    "num_workers": ((0,), _THREADS),
-    "persistent_workers": ((False,), _THREADS),
-    "prefetch_factor": ((None,), "use prefetch= (batches each stage holds ahead; default 2)"),
+    # honoured by threads: num_workers=N -> N sampling threads, prefetch_factor -> prefetch=
+    "persistent_workers": (None, ""),
     "multiprocessing_context": ((None,), _THREADS),
     "worker_init_fn": ((None,), _THREADS),
     "timeout": ((0, None), "a stage's error is raised in the training loop; there is no "
@@ -169,8 +168,9 @@ _REFUSED: dict[str, tuple[tuple, str]] = {
                                       "stream)"),
     "in_order": ((True,), "batches always come in order"),
     # DGL DataLoader
-    "use_uva": ((False,), "features are gathered on the host (pinned) and copied to device= "
-                          "on a side CUDA stream; pass device='cuda'"),
+    # use_uva=True: features stay in host memory; ours are gathered there into pinned
+    # buffers and copied to device= on a side stream, which is what UVA is asked for
+    "use_uva": (None, ""),
     "use_ddp": ((False,), "pass rank= and world_size= (each rank takes a disjoint share of "
                           "the seeds)"),
     "ddp_seed": (None, ""),
@@ -189,6 +189,10 @@ class PeerOptions:
 
     transform: Callable[[Any], Any] | None = None
     pin_memory: bool = False
+    #: PyTorch's worker count, honoured as the loader's sampling threads (``num_threads``)
+    num_workers: int = 0
+    #: PyTorch's batches loaded ahead per worker, honoured as ``prefetch``
+    prefetch_factor: int | None = None
 
     def wrap(self, convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``convert`` followed by ``transform`` (PyG's ``transform=``), run in the loader's
@@ -212,7 +216,7 @@ def peer_options(kwargs: dict, *, transform=None, pin_memory: bool = False) -> P
     :class:`UnsupportedArgumentError` naming our equivalent; an unknown keyword raises it too.
     """
     for name, value in kwargs.items():
-        if name in ("transform", "pin_memory"):
+        if name in ("transform", "pin_memory", "num_workers", "prefetch_factor"):
             continue
         if name not in _REFUSED:
             raise UnsupportedArgumentError(
@@ -227,7 +231,17 @@ def peer_options(kwargs: dict, *, transform=None, pin_memory: bool = False) -> P
     if transform is not None and not callable(transform):
         raise LoaderArgumentError(f"Expected transform to be callable (batch -> batch). Got "
                                   f"{_short(transform)} instead.")
-    return PeerOptions(transform, bool(kwargs.get("pin_memory", pin_memory)))
+    workers = kwargs.get("num_workers", 0)
+    factor = kwargs.get("prefetch_factor")
+    for name, v, lo, none_ok in (("num_workers", workers, 0, False),
+                                 ("prefetch_factor", factor, 1, True)):
+        if (v is None and none_ok) or (isinstance(v, (int, np.integer))
+                                       and not isinstance(v, bool) and v >= lo):
+            continue
+        raise LoaderArgumentError(f"Expected an integer {name} >= {lo}. Got {_short(v)} "
+                                  "instead.")
+    return PeerOptions(transform, bool(kwargs.get("pin_memory", pin_memory)), int(workers),
+                       None if factor is None else int(factor))
 
 
 def _short(v) -> str:

@@ -363,6 +363,10 @@ class NeighborLoader:
             raise ValueError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
         # PyG's/DGL's loader keywords: honoured or refused by name (docs/compat.md)
         peer = _compat.peer_options(kwargs, transform=transform, pin_memory=pin_memory)
+        if peer.num_workers and num_threads is None:  # PyTorch's workers, as threads here
+            num_threads = peer.num_workers
+        if peer.prefetch_factor is not None:
+            prefetch = peer.prefetch_factor
         num_neighbors, replace = _compat.fanouts(num_neighbors, input_nodes, output=output,
                                                  fanout_order=fanout_order, replace=replace)
         for name, v, lo in (("batch_size", batch_size, 1), ("prefetch", prefetch, 1),

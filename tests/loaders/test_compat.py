@@ -106,12 +106,11 @@ def test_dgl_order_samples_like_the_reversed_pyg_list(homo_store):
 
 # -- 5. PyG's and DGL's loader keywords -----------------------------------------------------
 REFUSED = {
-    "num_workers": (4, "num_threads="), "persistent_workers": (True, "num_threads="),
-    "prefetch_factor": (4, "prefetch="), "disjoint": (True, "disjoint=False"),
+    "disjoint": (True, "disjoint=False"),
     "subgraph_type": ("induced", "directional"), "directed": (False, "directed=True"),
     "time_attr": ("year", "temporal"), "input_time": (torch.zeros(3), "temporal"),
     "weight_attr": ("w", "uniform"), "custom_cls": (dict, "transform="),
-    "use_uva": (True, "device='cuda'"), "use_ddp": (True, "rank= and world_size="),
+    "use_ddp": (True, "rank= and world_size="),
     "collate_fn": (lambda x: x, "transform="), "multiprocessing_context": ("spawn", "num_threads="),
     "neighbor_sampler": (object(), "num_neighbors"), "gpu_cache": ({"node": 10}, "cache="),
 }
@@ -141,6 +140,20 @@ def test_peer_keywords_honoured(homo_store):
         filter_per_worker=True, time_attr=None, weight_attr=None, custom_cls=None,
         input_time=None, is_sorted=False, use_uva=False, use_ddp=False, timeout=0, **kw))
     assert same_batches(ref, got)
+
+
+def test_workers_become_threads(homo_store):
+    """PyTorch's num_workers / prefetch_factor are honoured as threads and prefetch: the same
+    batches as num_threads= / prefetch=, so PyG's and DGL's loader calls run unchanged."""
+    kw = dict(batch_size=256, shuffle=True, seed=1, device="cpu")
+    ref = NeighborLoader(homo_store, [3, 2], "train", num_threads=2, prefetch=4, **kw)
+    got = NeighborLoader(homo_store, [3, 2], "train", num_workers=2, persistent_workers=True,
+                         prefetch_factor=4, use_uva=True, **kw)
+    assert (got.num_threads, got.prefetch) == (2, 4)
+    assert same_batches(batches(ref), batches(got))
+    for bad in (dict(num_workers=-1), dict(num_workers=1.5), dict(prefetch_factor=0)):
+        with pytest.raises(LoaderArgumentError, match=next(iter(bad))):
+            NeighborLoader(homo_store, [3, 2], "train", **bad)
 
 
 def test_transform_runs_on_each_batch(homo_store):
