@@ -113,9 +113,23 @@ def to_dgl(batch: MiniBatch) -> tuple[Any, Any, list]:
             first.srcnodes[nt].data["feat"] = x
     if batch.y is not None:
         last.dstnodes[sub.seed_type].data["label"] = batch.y
+    if getattr(batch, "node_type", None) is not None:  # the relational view
+        _type_blocks(dgl, blocks, batch.node_type, batch.edge_type)
     input_nodes = first.srcdata[dgl.NID]
     seeds = last.dstdata[dgl.NID] if homogeneous else {sub.seed_type: last.dstdata[dgl.NID][sub.seed_type]}
     return input_nodes, seeds, blocks
+
+
+def _type_blocks(dgl, blocks: list, node_type, edge_type) -> None:
+    """``dgl.NTYPE`` on both sides and ``dgl.ETYPE`` (also ``"etype"``) on the edges of each
+    block of a homogeneous batch, as ``dgl.to_homogeneous`` leaves them on its graph
+    (prefixes: hop-ordered nodes, layer-ordered edges)."""
+    for b in blocks:
+        b.srcdata[dgl.NTYPE] = node_type[: b.num_src_nodes()]
+        b.dstdata[dgl.NTYPE] = node_type[: b.num_dst_nodes()]
+        et = edge_type[: b.num_edges()]
+        b.edata[dgl.ETYPE] = et
+        b.edata["etype"] = et
 
 
 def to_blocks(sub: SampledSubgraph, device=None) -> list:

@@ -267,6 +267,15 @@ class NeighborLoader:
     transform
         PyG's ``transform=``: a callable applied to each batch (after the conversion to
         ``output``), in the loader's gather thread.
+    homogeneous
+        The relational view (:mod:`loaders.relational`): each batch as one homogeneous graph,
+        as PyG's ``HeteroData.to_homogeneous()`` and ``dgl.to_homogeneous`` make it, for the
+        relational baselines (R-GNN, RGAT). ``output="pyg"`` yields ``Data`` with ``x`` (every
+        node type's features: one width required), ``node_type``, ``edge_type`` (indices into
+        ``store.node_types``/``store.edge_types``), ``n_id``/``e_id`` in the homogeneous
+        numbering (offsets by type), ``y`` (``-1`` for unlabelled types); seeds first.
+        ``output="dgl"`` yields blocks with ``srcdata``/``dstdata[dgl.NTYPE]`` and
+        ``edata[dgl.ETYPE]`` (also ``edata["etype"]``).
     dtype
         Cast features to this floating dtype on their way into the batch (``torch.float32``,
         ``np.float32`` or ``"float32"``): an fp16 store reaches an fp32 model without a pass
@@ -355,7 +364,7 @@ class NeighborLoader:
                  cache: str | None = "auto", batches_in_flight: int = 2,
                  presample_epochs: int = 1, fanout_order: str | None = None,
                  transform: Callable[[Any], Any] | None = None, pin_memory: bool = False,
-                 dtype=None, **kwargs):
+                 dtype=None, homogeneous: bool = False, **kwargs):
         # a PyG/DGL-like view (loaders.datasets) stands for its store and names its output
         output = output or getattr(store, "default_output", "raw")
         store = _as_store(store)
@@ -413,6 +422,16 @@ class NeighborLoader:
         #: label arrays of the node types that have them (all sampled nodes get theirs)
         self._labels = ({t: store.labels(t) for t in store.node_types
                          if "label" in store.value_names(t)} if labels else {})
+        self._view = None
+        if homogeneous:
+            from .relational import HomogeneousView
+
+            if len(set(self.feature_dtypes.values())) > 1:
+                raise LoaderArgumentError(
+                    f"Expected one feature dtype on every node type of {store.url} for "
+                    f"homogeneous=True. Got {self.feature_dtypes} instead: pass dtype= (say "
+                    f"torch.float32) to cast them alike.")
+            self._view = HomogeneousView.from_store(store, self.features)
         self._chunked = False  # tests set it to run the device path's chunking on the CPU
         self._staging = StagingRing(staging_bytes, pin=self.pin)
         self._convert = peer.wrap(self._converter(output))
@@ -693,6 +712,13 @@ class NeighborLoader:
         return _Ready(out, ready)
 
     def _converter(self, output: str) -> Callable[[MiniBatch], Any]:
+        convert = self._converter_of(output)
+        if self._view is None:
+            return convert
+        view = self._view
+        return lambda mb: convert(view.apply(mb))
+
+    def _converter_of(self, output: str) -> Callable[[MiniBatch], Any]:
         if output == "raw":
             return lambda mb: mb
         if output == "pyg":

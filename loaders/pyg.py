@@ -25,6 +25,7 @@ from torch_geometric.data import Data, EdgeAttr, FeatureStore, GraphStore, Heter
 from torch_geometric.sampler import (BaseSampler, HeteroSamplerOutput, NodeSamplerInput,
                                      SamplerOutput)
 
+from .relational import HomogeneousBatch
 from .sampler import MiniBatch, NeighborSampler as _CoreSampler, SampledSubgraph
 
 #: the virtual attribute listed for node types without features or labels.
@@ -64,6 +65,8 @@ def to_pyg(mb: MiniBatch) -> Data | HeteroData:
         y = mb.y_all.get(t, mb.y)  # a MiniBatch made without y_all: the seeds' only
         if y is not None:
             d.y = y
+        if isinstance(mb, HomogeneousBatch):  # the relational view: types per node and edge
+            d.node_type, d.edge_type = mb.node_type, mb.edge_type
         return d
     h = HeteroData()
     for t, ids in sub.node.items():

@@ -121,10 +121,18 @@ def _csc_from_pairs(src: np.ndarray, dst: np.ndarray, num_dst: int):
     return indptr, src[order]
 
 
+def _mean_rows(x: np.ndarray, dst: np.ndarray, src: np.ndarray, n: int) -> np.ndarray:
+    """Row ``i``: the mean of ``x[src[dst == i]]`` (zeros where there is none), in fp32."""
+    out = np.zeros((n, x.shape[1]), np.float32)
+    np.add.at(out, dst, x[src].astype(np.float32))
+    out /= np.maximum(np.bincount(dst, minlength=n), 1)[:, None]
+    return out
+
+
 def mag_like_store(path: str | os.PathLike, *, num_papers: int = 2000, num_authors: int = 1500,
                    num_institutions: int = 50, feat_dim: int = 32, num_classes: int = 5,
                    noise: float = 1.0, homophily: float = 0.8, seed: int = 0,
-                   dtype=np.float16, mode: str = "w") -> str:
+                   dtype=np.float16, mode: str = "w", derive_features: bool = False) -> str:
     """Write a small store with MAG240M's layout: ``paper``/``author``/``institution``.
 
     Edge types (CSC, both directions as PyG's MAG240M example uses them): ``paper cites paper``,
@@ -132,6 +140,9 @@ def mag_like_store(path: str | os.PathLike, *, num_papers: int = 2000, num_autho
     institution``, ``institution rev_affiliated_with author``. Only papers have features
     (``feat``), labels (``-1`` outside the splits, as in MAG240M) and ``year``; each author
     writes papers of mostly one class, so authors carry label signal to their papers.
+    With ``derive_features``, authors and institutions get features too, as OGB-LSC's R-GNN
+    and ``featurestore preprocess mag240m --derive-features mean`` make them: an author's is
+    the mean of its papers', an institution's the mean of its authors'.
     """
     rng = np.random.default_rng(seed)
     P, A, I = num_papers, num_authors, num_institutions
@@ -177,6 +188,10 @@ def mag_like_store(path: str | os.PathLike, *, num_papers: int = 2000, num_autho
         indptr, indices = _csc_from_pairs(np.asarray(src), np.asarray(dst), nd)
         w.add_edge_type((s, r, d), indptr, indices)
     w.add_features("paper", "feat", x)
+    if derive_features:
+        xa = _mean_rows(x, w_src, w_dst, A)
+        w.add_features("author", "feat", xa.astype(dtype))
+        w.add_features("institution", "feat", _mean_rows(xa, aff_dst, aff_src, I).astype(dtype))
     w.add_labels("paper", lab)
     w.add_values("paper", "year", rng.integers(2010, 2020, P).astype(np.int64))
     w.add_split("train", "paper", np.sort(perm[:ntr]))

@@ -1,0 +1,151 @@
+"""The relational view: a batch of a store with several node and edge types as one homogeneous
+graph with a type value per node and per edge, as the relational baselines use it (OGB-LSC's
+R-GNN on MAG240M, DGL's MAG240M RGAT; PyG's ``HeteroData.to_homogeneous()``, DGL's
+``dgl.to_homogeneous``).
+
+Numbering, as PyG's ``to_homogeneous()``: node ``i`` of type ``t`` has global id
+``node_offset[t] + i``, the offsets accumulating ``num_nodes`` in ``store.node_types`` order;
+edge types are numbered in ``store.edge_types`` order (``edge_type``), and an edge's global id
+is ``edge_offset[k] + e_id``. Inside a batch the nodes are ordered by hop, then by node type
+(store order), then as sampled: the seeds come first (``x[:batch_size]``), and the nodes of
+hops ``0..h`` are a prefix, so PyG's ``trim_to_layer`` and DGL's blocks work as on a
+homogeneous store. Edges are ordered by layer, then by edge type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from featurestore.format import EdgeType
+
+from .errors import LoaderArgumentError
+from .sampler import MiniBatch, SampledSubgraph
+
+__all__ = ["HomogeneousView", "HomogeneousBatch", "NTYPE", "ETYPE"]
+
+#: the node and edge type names of the homogeneous batch (DGL's defaults for one type).
+NTYPE, ETYPE = "_N", EdgeType("_N", "_E", "_N")
+
+
+@dataclass
+class HomogeneousBatch(MiniBatch):
+    """A :class:`~loaders.sampler.MiniBatch` of one node type ``_N`` and one edge type, with
+    ``node_type`` (index into ``store.node_types``) per node and ``edge_type`` (index into
+    ``store.edge_types``) per edge, both int64 on ``device``. ``subgraph.node["_N"]`` holds
+    the global homogeneous ids (``n_id``) and ``subgraph.edge[...]`` global edge ids."""
+
+    node_type: torch.Tensor | None = None
+    edge_type: torch.Tensor | None = None
+    node_types: tuple = field(default=())
+    edge_types: tuple = field(default=())
+
+
+def _exclusive_cumsum(a: np.ndarray) -> np.ndarray:
+    out = np.zeros(a.size, np.int64)
+    np.cumsum(a.reshape(-1)[:-1], out=out[1:])
+    return out.reshape(a.shape)
+
+
+def _positions(counts: np.ndarray) -> list[np.ndarray]:
+    """Per column ``j`` of ``counts`` (groups x kinds, rows in output order): where each item of
+    kind ``j``, stored group after group, lands in the group-major, kind-minor order."""
+    base = _exclusive_cumsum(counts)  # start of (group g, kind j) in the output
+    within = np.zeros_like(counts)
+    np.cumsum(counts[:-1], axis=0, out=within[1:])  # start of group g among kind j's items
+    return [np.repeat(base[:, j] - within[:, j], counts[:, j]) + np.arange(counts[:, j].sum())
+            for j in range(counts.shape[1])]
+
+
+@dataclass(frozen=True)
+class HomogeneousView:
+    """The offsets of a store's homogeneous numbering, and :meth:`apply` to batches."""
+
+    node_types: tuple[str, ...]
+    edge_types: tuple[EdgeType, ...]
+    node_offset: dict
+    edge_offset: dict
+
+    @classmethod
+    def from_store(cls, store, features: dict | None = None) -> HomogeneousView:
+        """The view of ``store``; ``features`` (per node type, what the loader gathers) must
+        cover every node type with one row shape, or :class:`LoaderArgumentError` says why."""
+        nts, ets = tuple(store.node_types), tuple(store.edge_types)
+        if features is not None and features:
+            missing = [t for t in nts if t not in features]
+            if missing:
+                raise LoaderArgumentError(
+                    f"Expected the feature on every node type of {store.url} for "
+                    f"homogeneous=True (x concatenates them). Node types {missing} have none: "
+                    f"derive them (featurestore preprocess mag240m --derive-features mean), "
+                    f"or use the heterogeneous batches (homogeneous=False).")
+            shapes = {t: tuple(f.shape[1:]) for t, f in features.items()}
+            if len(set(shapes.values())) > 1:
+                raise LoaderArgumentError(
+                    f"Expected one feature width on every node type of {store.url} for "
+                    f"homogeneous=True (x concatenates them). Got row shapes {shapes} instead.")
+        nn = np.array([store.num_nodes(t) for t in nts], np.int64)
+        ne = np.array([store.num_edges(et) for et in ets], np.int64)
+        return cls(nts, ets, dict(zip(nts, _exclusive_cumsum(nn).tolist())),
+                   dict(zip(ets, _exclusive_cumsum(ne).tolist())))
+
+    def apply(self, mb: MiniBatch) -> HomogeneousBatch:
+        """``mb`` as one homogeneous graph (features scattered once into one ``x``)."""
+        sub, dev = mb.subgraph, mb.device
+        hops = 1 + max(len(v) for v in sub.num_sampled_edges.values())
+        cn = np.array([_pad(sub.num_sampled_nodes.get(t, []), hops) for t in self.node_types]).T
+        node_pos = _positions(cn)
+        n = int(cn.sum())
+        n_id = np.empty(n, np.int64)
+        ntype = np.empty(n, np.int64)
+        empty = np.zeros(0, np.int64)
+        for k, t in enumerate(self.node_types):
+            n_id[node_pos[k]] = self.node_offset[t] + sub.node.get(t, empty)
+            ntype[node_pos[k]] = k
+        layers = hops - 1
+        ce = np.array([_pad(sub.num_sampled_edges.get(et, []), layers)
+                       for et in self.edge_types]).reshape(len(self.edge_types), layers).T
+        edge_pos = _positions(ce) if layers else [empty] * len(self.edge_types)
+        m = int(ce.sum())
+        row, col, eid, etype = (np.empty(m, np.int64) for _ in range(4))
+        where = dict(zip(self.node_types, node_pos))
+        for k, et in enumerate(self.edge_types):
+            p = edge_pos[k]
+            row[p] = where[et.src][sub.row.get(et, empty)]
+            col[p] = where[et.dst][sub.col.get(et, empty)]
+            eid[p] = self.edge_offset[et] + sub.edge.get(et, empty)
+            etype[p] = k
+        hsub = SampledSubgraph(
+            seed_type=NTYPE, node={NTYPE: n_id}, row={ETYPE: row}, col={ETYPE: col},
+            edge={ETYPE: eid}, num_sampled_nodes={NTYPE: cn.sum(axis=1).tolist()},
+            num_sampled_edges={ETYPE: ce.sum(axis=1).tolist()}, batch_size=sub.batch_size,
+            input_id=sub.input_id)
+        x = _scatter(mb.x, where, n, dev)
+        y_all = _scatter(mb.y_all, where, n, dev, fill=-1)
+        return HomogeneousBatch(
+            hsub, {NTYPE: x} if x is not None else {},
+            None if y_all is None else y_all[: sub.batch_size], dev,
+            {NTYPE: y_all} if y_all is not None else {},
+            node_type=torch.from_numpy(ntype).to(dev), edge_type=torch.from_numpy(etype).to(dev),
+            node_types=self.node_types, edge_types=self.edge_types)
+
+
+def _scatter(per_type: dict, where: dict, n: int, device, fill=None):
+    """One ``(n, ...)`` tensor with each type's rows at their homogeneous positions."""
+    if not per_type:
+        return None
+    first = next(iter(per_type.values()))
+    if fill is None:
+        out = torch.empty((n,) + tuple(first.shape[1:]), dtype=first.dtype, device=device)
+    else:
+        out = torch.full((n,) + tuple(first.shape[1:]), fill, dtype=first.dtype, device=device)
+    for t, v in per_type.items():
+        out[torch.from_numpy(where[t]).to(device)] = v.to(out.dtype)
+    return out
+
+
+def _pad(counts, n: int) -> list[int]:
+    c = [int(v) for v in counts][:n]
+    return c + [0] * (n - len(c))
