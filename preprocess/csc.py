@@ -36,6 +36,7 @@ import numpy as np
 
 from featurestore import format as fmt
 from featurestore.format import EdgeType
+from featurestore.location import Location
 
 from . import _kernels as K
 from .edges import EdgeSource, concat
@@ -434,8 +435,9 @@ def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int,
         source = concat(source, source.reversed())
     # store + scratch indices, and the spilled edges (sources and uint32 offsets)
     need = (source.num_edges or 0) * (3 * fmt.index_dtype(num_src).itemsize + 4)
-    if writer.loc.is_local:
-        free = free_disk_bytes(writer.loc.root)
+    loc = Location(writer.url)
+    if loc.is_local:
+        free = free_disk_bytes(loc.root)
         if need > free:
             raise NotEnoughDiskError(f"Expected {format_size(need)} free for {tuple(et)} in "
                                      f"{writer.url}. Got {format_size(free)} instead.")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from featurestore._kernels import id_range
+import numpy as np
 
 from .csc import build_csc, plan_csc, reverse_etype
 from .edges import EdgeSource, open_edges
 from .errors import IdsOutOfRangeInputError
+from .idcheck import NO_BOUND, check_input_ids
 from .job import Job
 
 __all__ = ["run_edges_job", "max_id"]
@@ -24,12 +25,13 @@ def max_id(source: EdgeSource, block_edges: int | None = None) -> int:
         for s, d in part.iter_blocks(block_edges):
             for col, what in ((s, "source"), (d, "destination")):
                 if col.size:
-                    lo_, hi_ = id_range(col)
-                    if lo_ < 0:
+                    try:
+                        check_input_ids(col, NO_BOUND, part.name, what)
+                    except IdsOutOfRangeInputError as e:
                         raise IdsOutOfRangeInputError(
-                            f"Expected non-negative {what} ids in {part.name}. Got {int(lo_)} "
-                            f"in the block at edge {at}.")
-                    hi = max(hi, int(hi_))
+                            f"Expected non-negative {what} ids in {part.name}. Got "
+                            f"{int(np.min(col))} in the block at edge {at}.") from e
+                    hi = max(hi, int(np.max(col)))
             at += s.shape[0]
     return hi
 

@@ -13,6 +13,16 @@ Every job (the spec-file job, the OGB jobs, a user's script) writes its store th
             st.stats = build_csc(job.writer, ("paper", "cites", "paper"), src, ...)
     job.commit()            # marks the store complete; job.summary() is a table of the steps
 
+The jobs of this package declare their steps instead: a list of :class:`StepDef` (a name,
+a plan, a function of a context) that :meth:`Job.run_steps` runs in order through
+:meth:`Job.step`, so a ``--dry-run`` walks the same list and lists every step with its plan
+without calling the steps' functions::
+
+    steps = [StepDef("nodes:paper", add_papers, plan={"nodes": n}),
+             StepDef("csc:paper__cites__paper", paper_csc, plan=csc_plan)]
+    job.run_steps(steps, StepContext(job))
+    job.commit()
+
 The manifest (``<store>/.preprocess/manifest.json``, written atomically after each step)
 records the inputs (paths, sizes, mtimes), the options and the finished steps with their
 statistics. Running the same job again skips finished steps, so a job killed at any point
@@ -34,7 +44,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from featurestore import __version__
 from featurestore.location import Location
@@ -47,7 +57,7 @@ from .errors import (BudgetTooSmallError, InputNotFoundError, ManifestMismatchEr
                      NotEnoughDiskError)
 from .memory import PeakMemory, format_size, free_disk_bytes
 
-__all__ = ["Job", "Step", "MANIFEST_KEY", "input_record"]
+__all__ = ["Job", "Step", "StepDef", "StepContext", "MANIFEST_KEY", "input_record"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +107,47 @@ class Step:
 
     def __bool__(self) -> bool:
         return self.todo
+
+
+@dataclass(frozen=True)
+class StepDef:
+    """One declared step of a job: its name, its plan and the function that runs it.
+
+    Parameters
+    ----------
+    name
+        The step's name in the manifest (``csc:paper__cites__paper``).
+    run
+        ``run(ctx)`` does the step and returns its statistics (a dict, or None).
+    plan
+        What the step will do (``edges``, ``disk_bytes``, ``memory_bytes``, ...) for
+        :meth:`Job.plan_text`; a dict, or a function of the context when it depends on
+        what earlier steps found (a node count).
+    read_only
+        The step only reads its inputs, and later plans need its statistics: a dry run
+        runs it too (a dry run's disk estimate needs the node count a scan finds).
+    """
+
+    name: str
+    run: Callable[[Any], dict | None]
+    plan: dict | Callable[[Any], dict] = field(default_factory=dict)
+    read_only: bool = False
+
+    def plan_for(self, ctx) -> dict:
+        """The step's plan in context ``ctx`` (evaluated when the runner reaches it)."""
+        return dict(self.plan(ctx) if callable(self.plan) else self.plan)
+
+
+@dataclass
+class StepContext:
+    """What the steps of a job share: the job, and the statistics of the steps run so far.
+
+    Jobs subclass it to carry their inputs; ``stats[name]`` is what step ``name`` returned
+    (in this run or, when it finished before, in the run that did it).
+    """
+
+    job: Job
+    stats: dict[str, dict] = field(default_factory=dict)
 
 
 class Job:
@@ -322,6 +373,23 @@ class Job:
             if st.todo:
                 st.stats = fn() or {}
         return st.stats
+
+    def run_steps(self, steps: Sequence[StepDef], ctx: StepContext) -> dict[str, dict]:
+        """Run the declared ``steps`` in order (each through :meth:`step`); return their stats.
+
+        A finished step is skipped (its statistics come from the manifest); in a dry run no
+        step runs except the ``read_only`` ones not finished before, so that later plans see
+        their statistics. ``ctx.stats`` gets each step's statistics as the runner passes it.
+        """
+        for sd in steps:
+            with self.step(sd.name, sd.plan_for(ctx)) as st:
+                if st.todo:
+                    st.stats = sd.run(ctx) or {}
+            stats = st.stats
+            if self.dry_run and sd.read_only and not self.done(sd.name):
+                stats = sd.run(ctx) or {}
+            ctx.stats[sd.name] = stats
+        return ctx.stats
 
     def check_disk(self, need_bytes: int, what: str = "the store") -> None:
         """Raise :class:`NotEnoughDiskError` if the store's file system lacks ``need_bytes``.

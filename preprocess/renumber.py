@@ -32,6 +32,7 @@ import numpy as np
 from .diskmap import map_file, open_npy
 from .edges import EdgeSource, as_int64_ids, load_npy
 from .errors import BadInputError, InputNotFoundError
+from .idcheck import check_input_ids
 
 __all__ = ["IdMap", "IdMapper", "build_idmap", "string_keys", "degree_rank",
            "id_column_blocks", "MappedEdges", "materialize_edges", "count_into"]
@@ -427,13 +428,8 @@ class IdMapper:
         if self.idmap is not None:
             ids = self.idmap.lookup(col, name, what, at)
         else:
-            ids = as_int64_ids(col, name, what, at)
-            if ids.size:
-                lo, hi = int(ids.min()), int(ids.max())
-                if lo < 0 or hi >= self.num_nodes:
-                    bad = lo if lo < 0 else hi
-                    raise BadInputError(f"Expected {what} ids in [0, {self.num_nodes}) in "
-                                        f"{name}. Got {bad} in the block at row {at}.")
+            ids = check_input_ids(as_int64_ids(col, name, what, at), self.num_nodes, name,
+                                  what, at=at)
         return ids if self.rank is None else np.asarray(self.rank)[ids]
 
 

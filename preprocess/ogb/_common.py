@@ -8,6 +8,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..diskmap import open_npy
+from ..idcheck import check_input_ids
 from .errors import RawDataError
 
 #: elements per block when converting per-node arrays.
@@ -56,15 +57,7 @@ def labels_to_int(blocks: Iterable[np.ndarray], n: int, out_path: str, *, name: 
 
 def check_ids(ids, n: int, name: str, what: str) -> np.ndarray:
     """1-D int64 node ids in ``[0, n)`` or :class:`RawDataError` naming the file."""
-    arr = np.asarray(ids)
-    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise RawDataError(f"Expected 1-D integer ids for {what} in {name}. "
-                           f"Got {arr.dtype} of shape {arr.shape} instead.")
-    arr = arr.astype(np.int64, copy=False)
-    if arr.size and (arr.min() < 0 or arr.max() >= n):
-        bad = arr[(arr < 0) | (arr >= n)][0]
-        raise RawDataError(f"Expected ids in [0, {n}) for {what} in {name}. Got {int(bad)}.")
-    return arr
+    return check_input_ids(ids, n, name, what, error=RawDataError)
 
 
 def scratch_file(job, name: str) -> str:

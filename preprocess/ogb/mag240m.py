@@ -18,6 +18,8 @@ Output (PyG's ``ToUndirected`` view of ``MAG240MDataset``):
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,7 +28,7 @@ import featurestore as fs
 from preprocess.csc import build_csc, reverse_etype
 from preprocess.edges import from_npy, load_npy
 
-from preprocess.job import Job
+from preprocess.job import Job, StepContext, StepDef
 
 from ._common import check_ids, labels_to_int, scratch_file
 from .derive import mean_blocks
@@ -34,7 +36,8 @@ from .errors import RawDataError
 from .layout import MAG240M_RELATIONS, MagPaths
 from .ptload import load_pt
 
-__all__ = ["preprocess_mag240m", "read_mag_meta", "mag_splits"]
+__all__ = ["preprocess_mag240m", "mag_steps", "MagContext", "read_mag_meta", "mag_splits",
+           "check_declared_counts"]
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +101,8 @@ def mag_splits(paths: MagPaths, num_papers: int) -> dict[str, np.ndarray]:
     out = {}
     for k in ("train", "valid"):
         if k not in get:
-            raise RawDataError(f"Expected a {k!r} entry in {paths.split_dict}. It has {sorted(get)}.")
+            raise RawDataError(f"Expected a {k!r} entry in {paths.split_dict}. "
+                               f"It has {sorted(get)}.")
         out[k] = check_ids(get[k], num_papers, paths.split_dict, k)
     if "test" in get:
         test = check_ids(get["test"], num_papers, paths.split_dict, "test")
@@ -139,6 +143,96 @@ def _check_layout(paths: MagPaths, meta: dict) -> dict[str, Any]:
                                f"Got {e.dtype} {e.shape}.")
         edges[(s, r, d)] = p
     return dict(feat=feat, label=label.reshape(-1), year=year.reshape(-1), edges=edges)
+
+
+@dataclass
+class MagContext(StepContext):
+    """What the MAG240M steps share: the checked inputs and the job's options."""
+
+    paths: MagPaths = None
+    meta: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)
+    splits: dict = field(default_factory=dict)
+    budget_bytes: int = 1 << 30
+    progress: bool = True
+
+
+def _nodes(ctx: MagContext) -> dict:
+    check_declared_counts(ctx.paths, ctx.meta, ctx.arrays["edges"])
+    for nt in ("paper", "author", "institution"):
+        ctx.job.writer.add_node_type(nt, ctx.meta[nt])
+    return dict(ctx.meta)
+
+
+def _paper_features(ctx: MagContext) -> dict:
+    feat = ctx.arrays["feat"]
+    ctx.job.writer.add_features("paper", "feat", feat)
+    return dict(rows=feat.shape[0], bytes=int(feat.nbytes))
+
+
+def _paper_values(ctx: MagContext) -> dict:
+    lab = labels_to_int(_flat_blocks(ctx.arrays["label"]), ctx.meta["paper"],
+                        scratch_file(ctx.job, "label.npy"), name=ctx.paths.paper("node_label"),
+                        num_classes=ctx.meta["num_classes"])
+    ctx.job.writer.add_labels("paper", lab)
+    ctx.job.writer.add_values("paper", "year", ctx.arrays["year"])
+    return dict(labelled=int(np.count_nonzero(np.asarray(lab) >= 0)))
+
+
+def _write_splits(ctx: MagContext) -> dict:
+    for name, ids in ctx.splits.items():
+        ctx.job.writer.add_split(name, "paper", ids)
+    return {k: int(v.shape[0]) for k, v in ctx.splits.items()}
+
+
+def _csc(ctx: MagContext, etype: tuple, rel: tuple, reverse: bool = False) -> dict:
+    """``etype``'s CSC from the edge file of relation ``rel`` (reversed, or symmetrised
+    when the relation joins one type)."""
+    src = from_npy(ctx.arrays["edges"][rel])
+    if reverse:
+        src = src.reversed()
+    kw = {"symmetrize": True} if rel[0] == rel[2] else {}
+    return build_csc(ctx.job.writer, etype, src, num_src=ctx.meta[etype[0]],
+                     num_dst=ctx.meta[etype[2]], coalesce=True, tmpdir=ctx.job.tmpdir,
+                     budget_bytes=ctx.budget_bytes, progress=ctx.progress, **kw)
+
+
+def _derive_step(ctx: MagContext, etype: tuple) -> dict:
+    return _derive(ctx.job.writer, etype, etype[0], etype[2], ctx.budget_bytes, ctx.progress)
+
+
+def mag_steps(meta: dict, arrays: dict, splits: dict,
+              derive_features: str | None) -> list[StepDef]:
+    """The steps of the MAG240M job, in the order they run, with their plans."""
+    feat = arrays["feat"]
+    steps = [
+        StepDef("nodes", _nodes, {k: meta[k] for k in ("paper", "author", "institution")}),
+        StepDef("features:paper", _paper_features,
+                {"rows": feat.shape[0], "disk_bytes": int(feat.nbytes)}),
+        StepDef("labels-years:paper", _paper_values, {"rows": meta["paper"]}),
+        StepDef("splits", _write_splits, {k: int(v.shape[0]) for k, v in splits.items()}),
+    ]
+    for (s, r, d), p in arrays["edges"].items():
+        e = int(from_npy(p).num_edges)
+        idx = 4 if max(meta[s], meta[d]) < 2**31 - 1 else 8
+        if s == d:
+            steps.append(StepDef(f"csc:{s}__{r}__{d}", partial(_csc, etype=(s, r, d),
+                                                                rel=(s, r, d)),
+                                 {"edges": 2 * e, "disk_bytes": 2 * e * idx * 2}))
+            continue
+        rev = reverse_etype((s, r, d))
+        for etype, back in (((s, r, d), False), (rev, True)):
+            steps.append(StepDef(f"csc:{'__'.join(etype)}",
+                                 partial(_csc, etype=etype, rel=(s, r, d), reverse=back),
+                                 {"edges": e, "disk_bytes": e * idx * 2}))
+    if derive_features == "mean":
+        dim = feat.shape[1]
+        for etype in (("paper", "rev_writes", "author"),
+                      ("author", "affiliated_with", "institution")):
+            nt = etype[2]
+            steps.append(StepDef(f"derive:{nt}-feat", partial(_derive_step, etype=etype),
+                                 {"rows": meta[nt], "disk_bytes": meta[nt] * dim * 2}))
+    return steps
 
 
 def preprocess_mag240m(root, store, *, derive_features: str | None = None,
@@ -182,64 +276,9 @@ def preprocess_mag240m(root, store, *, derive_features: str | None = None,
     opts = dict(derive_features=derive_features, coalesce=True, to_undirected=True)
     job = Job(store, "mag240m", inputs, opts, force=force, dry_run=dry_run,
               budget_bytes=budget_bytes, progress=progress)
-    feat = arrays["feat"]
-    csc_kw = dict(budget_bytes=budget_bytes, progress=progress)
-
-    def nodes():
-        check_declared_counts(paths, meta, arrays["edges"])
-        for nt in ("paper", "author", "institution"):
-            job.writer.add_node_type(nt, meta[nt])
-        return dict(meta)
-
-    def paper_features():
-        job.writer.add_features("paper", "feat", feat)
-        return dict(rows=feat.shape[0], bytes=int(feat.nbytes))
-
-    def paper_values():
-        lab = labels_to_int(_flat_blocks(arrays["label"]), meta["paper"],
-                            scratch_file(job, "label.npy"), name=paths.paper("node_label"),
-                            num_classes=meta["num_classes"])
-        job.writer.add_labels("paper", lab)
-        job.writer.add_values("paper", "year", arrays["year"])
-        return dict(labelled=int(np.count_nonzero(np.asarray(lab) >= 0)))
-
-    def write_splits():
-        for name, ids in splits.items():
-            job.writer.add_split(name, "paper", ids)
-        return {k: int(v.shape[0]) for k, v in splits.items()}
-
-    def csc(etype, src, n_src, n_dst, **kw):
-        return lambda: build_csc(job.writer, etype, src, num_src=n_src, num_dst=n_dst,
-                                 coalesce=True, tmpdir=job.tmpdir, **kw, **csc_kw)
-
-    job.run_step("nodes", nodes, plan={k: meta[k] for k in ("paper", "author", "institution")})
-    job.run_step("features:paper", paper_features,
-                 plan={"rows": feat.shape[0], "disk_bytes": int(feat.nbytes)})
-    job.run_step("labels-years:paper", paper_values, plan={"rows": meta["paper"]})
-    job.run_step("splits", write_splits, plan={k: int(v.shape[0]) for k, v in splits.items()})
-    for (s, r, d), p in arrays["edges"].items():
-        src = from_npy(p)
-        e = int(src.num_edges)
-        idx = 4 if max(meta[s], meta[d]) < 2**31 - 1 else 8
-        if s == d:
-            job.run_step(f"csc:{s}__{r}__{d}", csc((s, r, d), src, meta[s], meta[d],
-                                                    symmetrize=True),
-                         plan={"edges": 2 * e, "disk_bytes": 2 * e * idx * 2})
-        else:
-            job.run_step(f"csc:{s}__{r}__{d}", csc((s, r, d), src, meta[s], meta[d]),
-                         plan={"edges": e, "disk_bytes": e * idx * 2})
-            rev = reverse_etype((s, r, d))
-            job.run_step(f"csc:{rev.key()}", csc(rev, src.reversed(), meta[d], meta[s]),
-                         plan={"edges": e, "disk_bytes": e * idx * 2})
-    if derive_features == "mean":
-        dim = feat.shape[1]
-        job.run_step("derive:author-feat", lambda: _derive(
-            job.writer, ("paper", "rev_writes", "author"), "paper", "author", budget_bytes,
-            progress), plan={"rows": meta["author"], "disk_bytes": meta["author"] * dim * 2})
-        job.run_step("derive:institution-feat", lambda: _derive(
-            job.writer, ("author", "affiliated_with", "institution"), "author", "institution",
-            budget_bytes, progress),
-            plan={"rows": meta["institution"], "disk_bytes": meta["institution"] * dim * 2})
+    ctx = MagContext(job, paths=paths, meta=meta, arrays=arrays, splits=splits,
+                     budget_bytes=budget_bytes, progress=progress)
+    job.run_steps(mag_steps(meta, arrays, splits, derive_features), ctx)
     job.commit()
     return job
 

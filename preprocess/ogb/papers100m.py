@@ -17,20 +17,21 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from preprocess.csc import build_csc
 from preprocess.edges import from_arrays
 
-from preprocess.job import Job
+from preprocess.job import Job, StepContext, StepDef
 
 from ._common import check_ids, labels_to_int, scratch_file
 from .errors import RawDataError, RawFileNotFoundError
 from .layout import PAPERS100M_SPLITS, PapersPaths
 from .npz import NpzArchive
 
-__all__ = ["preprocess_papers100m", "read_split_csv"]
+__all__ = ["preprocess_papers100m", "papers_steps", "PapersContext", "read_split_csv"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,108 @@ def _scalar(arc: NpzArchive, name: str) -> int:
     return int(v[0])
 
 
+@dataclass
+class PapersContext(StepContext):
+    """What the ogbn-papers100M steps share: the archive members, splits and options."""
+
+    paths: PapersPaths = None
+    members: dict = field(default_factory=dict)
+    splits: dict = field(default_factory=dict)
+    directed: bool = False
+    budget_bytes: int = 1 << 30
+    progress: bool = True
+
+    @property
+    def n(self) -> int:
+        """The node count (``num_nodes_list``)."""
+        return self.members["node_feat"].shape[0]
+
+
+def _nodes(ctx: PapersContext) -> dict:
+    ctx.job.writer.add_node_type("paper", ctx.n)
+    return dict(nodes=ctx.n, edges=ctx.members["edge_index"].shape[1])
+
+
+def _features(ctx: PapersContext) -> dict:
+    nf = ctx.members["node_feat"]
+    dim = nf.shape[1]
+    if nf.compressed:
+        rows = max(1, FEAT_BLOCK_BYTES // (dim * nf.dtype.itemsize))
+        ctx.job.writer.add_features("paper", "feat", nf.iter_rows(rows), dtype=nf.dtype,
+                                    row_shape=(dim,))
+    else:
+        ctx.job.writer.add_features("paper", "feat", nf.memmap())
+    return dict(rows=ctx.n, bytes=nf.nbytes, compressed=nf.compressed)
+
+
+def _values(ctx: PapersContext) -> dict:
+    nl, ny, job = ctx.members["node_label"], ctx.members["node_year"], ctx.job
+    lab = labels_to_int(nl.iter_flat(), ctx.n, scratch_file(job, "label.npy"),
+                        name=f"{ctx.paths.node_label}:node_label")
+    job.writer.add_labels("paper", lab)
+    year = (ny.memmap().reshape(-1) if not ny.compressed
+            else ny.to_npy(scratch_file(job, "year.npy")).reshape(-1))
+    job.writer.add_values("paper", "year", year)
+    return dict(labelled=int(np.count_nonzero(np.asarray(lab) >= 0)))
+
+
+def _write_splits(ctx: PapersContext) -> dict:
+    for k, ids in ctx.splits.items():
+        ctx.job.writer.add_split(k, "paper", ids)
+    return {k: int(v.shape[0]) for k, v in ctx.splits.items()}
+
+
+def _edges(ctx: PapersContext) -> dict:
+    ei, n = ctx.members["edge_index"], ctx.n
+    arr = (ei.memmap() if not ei.compressed
+           else ei.to_npy(scratch_file(ctx.job, "edge_index.npy")))
+    src = from_arrays(arr[0], arr[1], name=f"{ctx.paths.data}:edge_index")
+    return build_csc(ctx.job.writer, ("paper", "cites", "paper"), src, num_src=n, num_dst=n,
+                     coalesce=True, symmetrize=not ctx.directed, budget_bytes=ctx.budget_bytes,
+                     tmpdir=ctx.job.tmpdir, progress=ctx.progress)
+
+
+def papers_steps(members: dict, splits: dict, directed: bool) -> list[StepDef]:
+    """The steps of the ogbn-papers100M job, in the order they run, with their plans."""
+    ei, nf = members["edge_index"], members["node_feat"]
+    n, e = nf.shape[0], ei.shape[1]
+    idx = 4 if n < 2**31 - 1 else 8
+    e_out = e if directed else 2 * e
+    return [
+        StepDef("nodes", _nodes, {"nodes": n}),
+        StepDef("features:paper", _features, {"rows": n, "disk_bytes": nf.nbytes,
+                                              "compressed": nf.compressed}),
+        StepDef("labels-years:paper", _values, {"rows": n}),
+        StepDef("splits", _write_splits, {k: int(v.shape[0]) for k, v in splits.items()}),
+        StepDef("csc:paper__cites__paper", _edges,
+                {"edges": e_out, "disk_bytes": e_out * idx * 2
+                 + (ei.nbytes if ei.compressed else 0)}),
+    ]
+
+
+def _open_members(paths: PapersPaths) -> dict:
+    """The archive members, checked against ``num_nodes_list`` and ``num_edges_list``."""
+    data = NpzArchive(paths.data)
+    labels = NpzArchive(paths.node_label)
+    n = _scalar(data, "num_nodes_list")
+    e = _scalar(data, "num_edges_list")
+    ei, nf, ny = data["edge_index"], data["node_feat"], data["node_year"]
+    nl = labels["node_label"]
+    if ei.shape != (2, e) or ei.dtype.kind not in "iu" or ei.fortran_order:
+        raise RawDataError(f"Expected a C-order integer edge_index of shape (2, {e}) "
+                           f"(num_edges_list) in {paths.data}. Got {ei.dtype} {ei.shape}.")
+    if len(nf.shape) != 2 or nf.shape[0] != n or nf.dtype.kind != "f":
+        raise RawDataError(f"Expected float node_feat of shape ({n}, dim) (num_nodes_list) in "
+                           f"{paths.data}. Got {nf.dtype} {nf.shape}.")
+    for m, where in ((ny, paths.data), (nl, paths.node_label)):
+        if m.size != n:
+            raise RawDataError(f"Expected {n} entries in member {m.name!r} of {where}. "
+                               f"Got shape {m.shape}.")
+    if ny.dtype.kind not in "iu":
+        raise RawDataError(f"Expected integer node_year in {paths.data}. Got {ny.dtype}.")
+    return dict(edge_index=ei, node_feat=nf, node_year=ny, node_label=nl)
+
+
 def preprocess_papers100m(root, store, *, directed: bool = False, budget_bytes: int = 1 << 30,
                           force: bool = False, dry_run: bool = False,
                           progress: bool = True) -> Job:
@@ -92,74 +195,14 @@ def preprocess_papers100m(root, store, *, directed: bool = False, budget_bytes: 
         The finished job (``job.summary()``: the steps' seconds, edges/s, peak memory).
     """
     paths = PapersPaths.under(root)
-    data = NpzArchive(paths.data)
-    labels = NpzArchive(paths.node_label)
-    n = _scalar(data, "num_nodes_list")
-    e = _scalar(data, "num_edges_list")
-    ei, nf, ny = data["edge_index"], data["node_feat"], data["node_year"]
-    nl = labels["node_label"]
-    if ei.shape != (2, e) or ei.dtype.kind not in "iu" or ei.fortran_order:
-        raise RawDataError(f"Expected a C-order integer edge_index of shape (2, {e}) "
-                           f"(num_edges_list) in {paths.data}. Got {ei.dtype} {ei.shape}.")
-    if len(nf.shape) != 2 or nf.shape[0] != n or nf.dtype.kind != "f":
-        raise RawDataError(f"Expected float node_feat of shape ({n}, dim) (num_nodes_list) in "
-                           f"{paths.data}. Got {nf.dtype} {nf.shape}.")
-    for m, where in ((ny, paths.data), (nl, paths.node_label)):
-        if m.size != n:
-            raise RawDataError(f"Expected {n} entries in member {m.name!r} of {where}. "
-                               f"Got shape {m.shape}.")
-    if ny.dtype.kind not in "iu":
-        raise RawDataError(f"Expected integer node_year in {paths.data}. Got {ny.dtype}.")
+    members = _open_members(paths)
+    n = members["node_feat"].shape[0]
     splits = {k: read_split_csv(paths.split(k), n) for k in PAPERS100M_SPLITS}
     inputs = [paths.data, paths.node_label] + [paths.split(k) for k in PAPERS100M_SPLITS]
     job = Job(store, "papers100m", inputs, dict(directed=directed, coalesce=True),
               force=force, dry_run=dry_run, budget_bytes=budget_bytes, progress=progress)
-
-    def nodes():
-        job.writer.add_node_type("paper", n)
-        return dict(nodes=n, edges=e)
-
-    def features():
-        dim = nf.shape[1]
-        if nf.compressed:
-            rows = max(1, FEAT_BLOCK_BYTES // (dim * nf.dtype.itemsize))
-            job.writer.add_features("paper", "feat", nf.iter_rows(rows), dtype=nf.dtype,
-                                    row_shape=(dim,))
-        else:
-            job.writer.add_features("paper", "feat", nf.memmap())
-        return dict(rows=n, bytes=nf.nbytes, compressed=nf.compressed)
-
-    def values():
-        lab = labels_to_int(nl.iter_flat(), n, scratch_file(job, "label.npy"),
-                            name=f"{paths.node_label}:node_label")
-        job.writer.add_labels("paper", lab)
-        year = (ny.memmap().reshape(-1) if not ny.compressed
-                else ny.to_npy(scratch_file(job, "year.npy")).reshape(-1))
-        job.writer.add_values("paper", "year", year)
-        return dict(labelled=int(np.count_nonzero(np.asarray(lab) >= 0)))
-
-    def write_splits():
-        for k, ids in splits.items():
-            job.writer.add_split(k, "paper", ids)
-        return {k: int(v.shape[0]) for k, v in splits.items()}
-
-    def edges():
-        arr = (ei.memmap() if not ei.compressed
-               else ei.to_npy(scratch_file(job, "edge_index.npy")))
-        src = from_arrays(arr[0], arr[1], name=f"{paths.data}:edge_index")
-        return build_csc(job.writer, ("paper", "cites", "paper"), src, num_src=n, num_dst=n,
-                         coalesce=True, symmetrize=not directed, budget_bytes=budget_bytes,
-                         tmpdir=job.tmpdir, progress=progress)
-
-    idx = 4 if n < 2**31 - 1 else 8
-    job.run_step("nodes", nodes, plan={"nodes": n})
-    job.run_step("features:paper", features, plan={"rows": n, "disk_bytes": nf.nbytes,
-                                                   "compressed": nf.compressed})
-    job.run_step("labels-years:paper", values, plan={"rows": n})
-    job.run_step("splits", write_splits, plan={k: int(v.shape[0]) for k, v in splits.items()})
-    e_out = e if directed else 2 * e
-    job.run_step("csc:paper__cites__paper", edges,
-                 plan={"edges": e_out, "disk_bytes": e_out * idx * 2
-                       + (ei.nbytes if ei.compressed else 0)})
+    ctx = PapersContext(job, paths=paths, members=members, splits=splits, directed=directed,
+                        budget_bytes=budget_bytes, progress=progress)
+    job.run_steps(papers_steps(members, splits, directed), ctx)
     job.commit()
     return job
