@@ -1,4 +1,4 @@
-"""``featurestore info``, ``featurestore verify`` and ``featurestore plan``.
+"""``featurestore info``, ``verify``, ``replicate`` and ``plan``.
 
 ``plan`` is a front end to :func:`loaders.plan.plan`, imported when the command runs (the CLI
 sits above every layer; the ``featurestore`` package itself does not import ``loaders``).
@@ -55,7 +55,8 @@ def _print_info(info: dict, out=None) -> None:
     w = (out or sys.stdout).write
     w(f"store   {info['url']}\n")
     w(f"format  {info['format']} v{info['format_version']}  "
-      f"{'complete' if info['complete'] else 'INCOMPLETE'}  {format_size(info['bytes'], 1)} on disk\n")
+      f"{'complete' if info['complete'] else 'INCOMPLETE'}  "
+      f"{format_size(info['bytes'], 1)} on disk\n")
     w("node types:\n")
     for nt, d in info["node_types"].items():
         w(f"  {nt:<16} {d['num_nodes']:>14,} nodes  {format_size(d['bytes'], 1):>10}\n")
@@ -103,6 +104,29 @@ def _cmd_verify(args) -> int:
             "read)" if args.data else f"{rep.arrays} arrays: metadata, sizes, shard indexes, "
             "topology and compressed chunks checked; --data also checks every byte")
     print(f"{args.store}: OK ({what})")
+    return 0
+
+
+def _cmd_replicate(args) -> int:
+    from .replicate import replicate
+
+    opts = json.loads(args.storage_options) if args.storage_options else None
+    rep = replicate(args.url, args.local, storage_options=opts, threads=args.threads,
+                    part_bytes=int(args.part_mib * (1 << 20)), force=args.force,
+                    recheck=not args.trust_existing,
+                    progress=False if args.no_progress else None)
+    if args.json:
+        json.dump(rep.as_dict(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    rate = rep.bytes_copied / rep.seconds if rep.seconds > 0 else 0.0
+    print(f"{rep.target}: replica of {rep.source} (generation {rep.generation}): "
+          f"{rep.files_copied} of {rep.files_total} files copied "
+          f"({format_size(rep.bytes_copied, 1)} in {rep.seconds:.1f} s, "
+          f"{format_size(rate, 1)}/s), {rep.files_skipped} already in place; "
+          f"{rep.blocks_checked} CRC-32 blocks checked, structure verified")
+    for n in rep.notes:
+        print(f"  note: {n}")
     return 0
 
 
@@ -157,6 +181,7 @@ def _probe_iops(store: str, seconds: float) -> tuple[float | None, str]:
 
 
 def register(sub) -> None:
+    """Add ``info``, ``verify``, ``replicate`` and ``plan`` to the ``featurestore`` parser."""
     p = sub.add_parser("info", help="schema, counts, dtypes, sizes on disk and provenance")
     p.add_argument("store", help="store path or fsspec URL")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -166,6 +191,30 @@ def register(sub) -> None:
     p.add_argument("--data", action="store_true",
                    help="also read every byte and compare with the checksums the writer recorded")
     p.set_defaults(func=_cmd_verify)
+    p = sub.add_parser(
+        "replicate", help="copy a (remote) store to a local directory: parallel, resumable, "
+        "verified", description="Copies every file of the store at URL into LOCAL, several "
+        "byte ranges at once, each file to a temporary name, checked (size, the CRC-32 of "
+        "every row block the writer recorded, shard indexes) and renamed into place. A rerun "
+        "after a crash copies only the files not yet in place. Readers refuse the replica "
+        "until it is whole.", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("url", help="source store: path or fsspec URL (s3://, http://, ...)")
+    p.add_argument("local", help="target directory (new, empty, or an unfinished replica)")
+    p.add_argument("--threads", type=int, default=8, help="copies in flight")
+    p.add_argument("--part-mib", type=float, default=32, help="MiB per copy task")
+    p.add_argument("--force", action="store_true",
+                   help="replace a store of this package found at LOCAL (never other files)")
+    p.add_argument("--storage-options", help="fsspec options of the source, as JSON "
+                   "(e.g. '{\"endpoint_url\": \"http://...\"}'); AWS_* variables work too")
+    p.add_argument("--trust-existing", action="store_true", help="on a rerun, take files "
+                   "in place at the right size as done without checking their CRC-32s")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_cmd_replicate)
+    _register_plan(sub)
+
+
+def _register_plan(sub) -> None:
     p = sub.add_parser(
         "plan", help="capacity plan of a loader on a store: rows and bytes per batch, memory, "
         "cache hit rate, reads per batch and the seeds/s bound",

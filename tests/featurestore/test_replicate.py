@@ -1,0 +1,237 @@
+"""``featurestore replicate``: a store copied from an HTTP server with Range support (and from
+moto's S3 server) equals the source byte for byte, resumes after a crash copying only the
+missing files, refuses what it must not touch, and a damaged replica is caught."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import http.server
+import os
+import shutil
+import threading
+
+import numpy as np
+import pytest
+import zarr
+
+import featurestore as fs
+import featurestore.replicate as rp
+from featurestore.commands import register
+from featurestore.lock import LOCK_NAME
+from featurestore.verify import verify_report
+from graph_helpers import random_csc
+
+N, DIM = 3000, 24
+
+
+class RangeHandler(http.server.SimpleHTTPRequestHandler):
+    """Static files with byte ranges (``bytes=a-b`` and suffixes); counts GETs per path."""
+
+    counts: collections.Counter  # set per server
+
+    def log_message(self, *args):
+        pass
+
+    def send_head(self):
+        if self.command == "GET":
+            self.counts[self.path] += 1
+        path = self.translate_path(self.path)
+        rng = self.headers.get("Range")
+        if not rng or not os.path.isfile(path):
+            return super().send_head()
+        size = os.path.getsize(path)
+        a, _, b = rng.strip().removeprefix("bytes=").partition("-")
+        start, end = (max(0, size - int(b)), size - 1) if a == "" else \
+            (int(a), min(size - 1, int(b) if b else size - 1))
+        with open(path, "rb") as f:
+            f.seek(start)
+            body = f.read(end - start + 1)
+        self.send_response(206)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        import io
+
+        return io.BytesIO(body)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """(served directory, base URL, request counter) of a threaded HTTP server on loopback."""
+    root = tmp_path_factory.mktemp("served")
+    counts = collections.Counter()
+    handler = functools.partial(type("H", (RangeHandler,), {"counts": counts}),
+                                directory=str(root))
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{srv.server_address[1]}", counts
+    srv.shutdown()
+    srv.server_close()
+
+
+def build(path, seed=3, commit=True):
+    """A two-type store with fp32, fp16 and zstd features; returns the feature matrix."""
+    rng = np.random.default_rng(seed)
+    w = fs.create_store(path, mode="w")
+    w.add_node_type("paper", N)
+    w.add_node_type("author", 700)
+    w.add_edge_type(("paper", "cites", "paper"), *random_csc(rng, N, N, 20000)[:2])
+    w.add_edge_type(("author", "writes", "paper"), *random_csc(rng, 700, N, 5000)[:2])
+    x = rng.standard_normal((N, DIM)).astype(np.float32)
+    w.add_features("paper", "feat", x)
+    w.add_features("paper", "zstd", x, compressors=zarr.codecs.ZstdCodec())
+    w.add_features("author", "feat", rng.standard_normal((700, 8)).astype(np.float16))
+    w.add_labels("paper", rng.integers(0, 5, N))
+    w.add_split("train", "paper", np.sort(rng.choice(N, 500, replace=False)))
+    if commit:
+        w.commit()
+    else:
+        w.close()
+    return x
+
+
+def tree(root) -> dict[str, bytes]:
+    """Every file under ``root`` but the writer lock: relative path -> bytes."""
+    out = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            if n != LOCK_NAME:
+                out[os.path.relpath(p, root)] = open(p, "rb").read()
+    return out
+
+
+@pytest.fixture(scope="module")
+def source(server):
+    root, url, counts = server
+    x = build(root / "store")
+    return root / "store", f"{url}/store", counts, x
+
+
+def test_replica_equals_source(source, tmp_path):
+    path, url, _, x = source
+    rep = rp.replicate(url, tmp_path / "r", threads=4, part_bytes=64 << 10, progress=False)
+    assert tree(tmp_path / "r") == tree(path)
+    src = tree(path)
+    root = src.pop("zarr.json")  # written at the commit, not counted among the files
+    assert rep.files_copied == rep.files_total == len(src) and rep.files_skipped == 0
+    assert rep.bytes_copied == rep.bytes_total == sum(map(len, src.values()))
+    assert (tmp_path / "r/zarr.json").read_bytes() == root
+    assert rep.blocks_checked >= 5  # one CRC-32 block per uncompressed array at least
+    with fs.open_store(tmp_path / "r") as s:
+        ids = np.random.default_rng(0).integers(0, N, 500)
+        np.testing.assert_array_equal(s.features("paper").gather(ids), x[ids])
+        np.testing.assert_array_equal(s.features("paper", "zstd").gather(ids), x[ids])
+    assert verify_report(tmp_path / "r", data=True).ok
+    again = rp.replicate(url, tmp_path / "r", progress=False)  # up to date: nothing copied
+    assert (again.files_copied, again.files_skipped) == (0, rep.files_total)
+    assert tree(tmp_path / "r") == tree(path)
+
+
+def test_interrupted_replicate_resumes(source, tmp_path, monkeypatch):
+    path, url, counts, _ = source
+    real, finished = rp.finish_file, []
+
+    def crash_after_5(c, rep):
+        if len(finished) == 5:
+            raise OSError("simulated crash")
+        real(c, rep)
+        finished.append(c.f.rel)
+
+    monkeypatch.setattr(rp, "finish_file", crash_after_5)
+    with pytest.raises(OSError, match="simulated crash"):
+        rp.replicate(url, tmp_path / "r", threads=1, part_bytes=16 << 10, progress=False)
+    monkeypatch.undo()
+    with pytest.raises(fs.IncompleteStoreError):  # readers refuse the half replica
+        fs.open_store(tmp_path / "r")
+    assert len(finished) == 5
+    counts.clear()
+    rep = rp.replicate(url, tmp_path / "r", threads=3, part_bytes=16 << 10, progress=False)
+    assert rep.files_skipped == 5 and rep.files_copied == rep.files_total - 5
+    shard_gets = {p.lstrip("/").removeprefix("store/") for p in counts if "/c/" in p}
+    assert not shard_gets & set(finished)  # nothing fetched again for the finished files
+    assert tree(tmp_path / "r") == tree(path)
+    assert not [p for p in tree(tmp_path / "r") if p.endswith(rp.PARTIAL)]
+
+
+def test_damaged_replica(source, tmp_path):
+    path, url, _, _ = source
+    rp.replicate(url, tmp_path / "r", progress=False)
+    shard = tmp_path / "r/nodes/paper/features/feat/c/0/0"
+    raw = bytearray(shard.read_bytes())
+    raw[1000] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    found = verify_report(tmp_path / "r", data=True).problems
+    assert len(found) == 1 and "nodes/paper/features/feat" in found[0] and "checksum" in found[0]
+    rep = rp.replicate(url, tmp_path / "r", progress=False)  # the rerun copies it again
+    assert rep.files_copied == 1 and tree(tmp_path / "r") == tree(path)
+    raw = bytearray(shard.read_bytes())  # trusting sizes skips the damaged file
+    raw[1000] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    assert rp.replicate(url, tmp_path / "r", recheck=False, progress=False).files_copied == 0
+
+
+def test_refusals(source, tmp_path):
+    path, url, _, _ = source
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(fs.StoreExistsError, match="nothing was removed"):
+        rp.replicate(url, other, progress=False)
+    assert os.listdir(other) == ["notes.txt"]
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(fs.StoreExistsError):
+        rp.replicate(url, tmp_path / "file", progress=False)
+    build(tmp_path / "another", seed=9)  # a store of another generation: only with force
+    (tmp_path / "another/README").write_text("user file beside a store")
+    with pytest.raises(fs.StoreExistsError, match="force"):
+        rp.replicate(url, tmp_path / "another", progress=False)
+    rp.replicate(url, tmp_path / "another", force=True, progress=False)
+    got = tree(tmp_path / "another")
+    assert got.pop("README") == b"user file beside a store" and got == tree(path)
+    build(tmp_path / "half", commit=False)
+    with pytest.raises(fs.IncompleteStoreError):
+        rp.replicate(tmp_path / "half", tmp_path / "r", progress=False)
+    with pytest.raises(fs.StoreNotFoundError):
+        rp.replicate(tmp_path / "missing", tmp_path / "r", progress=False)
+    shutil.copytree(path, tmp_path / "broken")  # a source with a missing shard file
+    os.remove(tmp_path / "broken/nodes/paper/features/feat/c/0/0")
+    with pytest.raises(fs.IncompleteStoreError, match="missing"):
+        rp.replicate(tmp_path / "broken", tmp_path / "another", progress=False)
+
+
+def test_cli(source, tmp_path, capsys):
+    path, url, _, _ = source
+    p = argparse.ArgumentParser()
+    register(p.add_subparsers())
+    args = p.parse_args(["replicate", url, str(tmp_path / "r"), "--threads", "2",
+                         "--no-progress", "--json"])
+    assert args.func(args) == 0
+    assert '"files_copied": ' in capsys.readouterr().out
+    assert tree(tmp_path / "r") == tree(path)
+
+
+def test_from_s3(tmp_path):
+    pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    import s3fs
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        opts = {"endpoint_url": f"http://{host}:{port}", "key": "k", "secret": "s"}
+        s3 = s3fs.S3FileSystem(**opts)
+        s3.mkdir("bucket")
+        build(tmp_path / "src")
+        s3.put(str(tmp_path / "src"), "bucket/store", recursive=True)
+        rep = rp.replicate("s3://bucket/store", tmp_path / "r", storage_options=opts,
+                           part_bytes=32 << 10, progress=False)
+        assert rep.files_copied == rep.files_total
+        assert tree(tmp_path / "r") == tree(tmp_path / "src")
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+        server.stop()
