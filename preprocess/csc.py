@@ -377,6 +377,16 @@ def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, in
     return stats
 
 
+def _check_free(writer, et: EdgeType, need: int) -> None:
+    """:class:`NotEnoughDiskError` when a local store's file system lacks ``need`` bytes."""
+    loc = Location(writer.url)
+    if loc.is_local:
+        free = free_disk_bytes(loc.root)
+        if need > free:
+            raise NotEnoughDiskError(f"Expected {format_size(need)} free for {tuple(et)} in "
+                                     f"{writer.url}. Got {format_size(free)} instead.")
+
+
 def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int, num_dst: int,
               coalesce: bool = False, drop_self_loops: bool = False, symmetrize: bool = False,
               sort_neighbors: bool = True, budget_bytes: int = 1 << 30, tmpdir=None,
@@ -434,13 +444,7 @@ def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int,
                              f"{tuple(et)} joins two types: add its reverse_etype instead.")
         source = concat(source, source.reversed())
     # store + scratch indices, and the spilled edges (sources and uint32 offsets)
-    need = (source.num_edges or 0) * (3 * fmt.index_dtype(num_src).itemsize + 4)
-    loc = Location(writer.url)
-    if loc.is_local:
-        free = free_disk_bytes(loc.root)
-        if need > free:
-            raise NotEnoughDiskError(f"Expected {format_size(need)} free for {tuple(et)} in "
-                                     f"{writer.url}. Got {format_size(free)} instead.")
+    _check_free(writer, et, (source.num_edges or 0) * (3 * fmt.index_dtype(num_src).itemsize + 4))
     state = {}
 
     def indptr_out(indptr):

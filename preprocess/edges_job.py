@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -10,9 +12,9 @@ from .csc import build_csc, plan_csc, reverse_etype
 from .edges import EdgeSource, open_edges
 from .errors import IdsOutOfRangeInputError
 from .idcheck import NO_BOUND, check_input_ids
-from .job import Job
+from .job import Job, StepContext, StepDef
 
-__all__ = ["run_edges_job", "max_id"]
+__all__ = ["run_edges_job", "edges_steps", "EdgesContext", "max_id"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,59 @@ def max_id(source: EdgeSource, block_edges: int | None = None) -> int:
     return hi
 
 
+@dataclass
+class EdgesContext(StepContext):
+    """What the edge-list job's steps share: the source, the node count, the options."""
+
+    source: EdgeSource = None
+    options: dict = field(default_factory=dict)
+    budget_bytes: int = 2 << 30
+    progress: bool = True
+
+    @property
+    def num_nodes(self) -> int | None:
+        """The node count: given, or what the scan found."""
+        n = self.options["num_nodes"]
+        return n if n is not None else self.stats.get("scan:num_nodes", {}).get("num_nodes")
+
+
+def _add_nodes(ctx: EdgesContext) -> None:
+    ctx.job.writer.add_node_type(ctx.options["node_type"], ctx.num_nodes)
+
+
+def _csc_plan(ctx: EdgesContext) -> dict:
+    n, e, undirected = ctx.num_nodes, ctx.source.num_edges, ctx.options["undirected"]
+    plan = plan_csc(n or 0, n or 0, e * (2 if undirected else 1) if e is not None else None,
+                    ctx.budget_bytes)
+    return {"edges": plan.num_edges, "passes": plan.est_passes,
+            "disk_bytes": plan.output_bytes, "memory_bytes": ctx.budget_bytes}
+
+
+def _csc(ctx: EdgesContext, etype: tuple, reverse: bool) -> dict:
+    o, n = ctx.options, ctx.num_nodes
+    src = ctx.source.reversed() if reverse else ctx.source
+    return build_csc(ctx.job.writer, etype, src, num_src=n, num_dst=n, coalesce=o["coalesce"],
+                     drop_self_loops=o["drop_self_loops"], symmetrize=o["undirected"],
+                     budget_bytes=ctx.budget_bytes, tmpdir=ctx.job.tmpdir,
+                     progress=ctx.progress)
+
+
+def edges_steps(options: dict, num_edges: int | None) -> list[StepDef]:
+    """The steps of the edge-list job, in the order they run, with their plans."""
+    nt = options["node_type"]
+    et = (nt, options["relation"], nt)
+    steps = []
+    if options["num_nodes"] is None:
+        steps.append(StepDef("scan:num_nodes",
+                             lambda ctx: {"num_nodes": max_id(ctx.source) + 1},
+                             {"edges": num_edges, "passes": 1}))
+    steps.append(StepDef(f"nodes:{nt}", _add_nodes, lambda ctx: {"nodes": ctx.num_nodes}))
+    for etype, rev in [(et, False)] + ([(reverse_etype(et), True)] if options["csr"] else []):
+        steps.append(StepDef(f"csc:{'__'.join(etype)}", partial(_csc, etype=etype, reverse=rev),
+                             _csc_plan))
+    return steps
+
+
 def run_edges_job(edges_path, store, *, num_nodes: int | None = None, node_type: str = "node",
                   relation: str = "to", src_col="src", dst_col="dst", header: bool = True,
                   delimiter: str | None = None, coalesce: bool = False,
@@ -54,30 +109,8 @@ def run_edges_job(edges_path, store, *, num_nodes: int | None = None, node_type:
                    undirected=undirected, csr=csr)
     job = Job(store, "edges", source.inputs(), options, force=force, dry_run=dry_run,
               budget_bytes=budget_bytes, progress=progress)
-    et = (node_type, relation, node_type)
-    n = num_nodes
-    if n is None:
-        st = job.run_step("scan:num_nodes", lambda: {"num_nodes": max_id(source) + 1},
-                          plan={"edges": source.num_edges, "passes": 1})
-        n = st.get("num_nodes")
-    e = source.num_edges
-    plan = plan_csc(n or 0, n or 0, e * (2 if undirected else 1) if e is not None else None,
-                    budget_bytes)
-    with job.step(f"nodes:{node_type}", plan={"nodes": n}) as st:
-        if st.todo:
-            job.writer.add_node_type(node_type, n)
-    steps = [(et, source)]
-    if csr:
-        steps.append((reverse_etype(et), source.reversed()))
-    for etype, src in steps:
-        with job.step(f"csc:{'__'.join(etype)}",
-                      plan={"edges": plan.num_edges, "passes": plan.est_passes,
-                            "disk_bytes": plan.output_bytes, "memory_bytes": budget_bytes}) as st:
-            if st.todo:
-                st.stats = build_csc(job.writer, etype, src, num_src=n, num_dst=n,
-                                     coalesce=options["coalesce"],
-                                     drop_self_loops=drop_self_loops, symmetrize=undirected,
-                                     budget_bytes=budget_bytes, tmpdir=job.tmpdir,
-                                     progress=progress)
+    ctx = EdgesContext(job, source=source, options=options, budget_bytes=budget_bytes,
+                       progress=progress)
+    job.run_steps(edges_steps(options, source.num_edges), ctx)
     job.commit()
     return job

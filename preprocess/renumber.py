@@ -310,24 +310,37 @@ def build_idmap(path: str, blocks: Iterable, *, name: str, what: str, from_file:
         shutil.rmtree(path)
     os.makedirs(path)
     per = max(1 << 16, budget_bytes // 64)  # keys, check, pos, argsort order and copies
+    runs = _sorted_runs(path, blocks, per, name=name, what=what, from_file=from_file,
+                        strings=strings)
+    run = _merge_runs(path, runs, name=name, what=what, from_file=from_file, strings=strings)
+    n = run.n if run is not None else 0
+    if run is not None:
+        for x, name_ in (("k", "keys"), ("c", "check"), ("p", "pos")):
+            os.replace(f"{run.path}.{x}", os.path.join(path, f"{name_}.bin"))
+    else:
+        for name_ in ("keys", "check", "pos"):
+            open(os.path.join(path, f"{name_}.bin"), "wb").close()
+    if from_file:
+        os.replace(os.path.join(path, "pos.bin"), os.path.join(path, "store.bin"))
+    else:
+        os.remove(os.path.join(path, "pos.bin"))
+        st = map_file(os.path.join(path, "store.bin"), dtype=np.int64, mode="w+",
+                      shape=(max(n, 1),))
+        step = 1 << 22
+        for lo in range(0, n, step):
+            st[lo:min(lo + step, n)] = np.arange(lo, min(lo + step, n), dtype=np.int64)
+        st.flush()
+        del st
+    np.save(os.path.join(path, "meta.npy"), np.array([n, int(strings)], np.int64))
+    return IdMap(path)
+
+
+def _sorted_runs(path: str, blocks: Iterable, per: int, *, name: str, what: str,
+                 from_file: bool, strings: bool) -> list[_Run]:
+    """Sorted runs of about ``per`` keys each, written to ``path/run<i>.{k,c,p}``."""
     runs: list[_Run] = []
     buf_k, buf_c, buf_p = [], [], []
-    filled = 0
-    row = 0
-
-    def flush():
-        nonlocal buf_k, buf_c, buf_p, filled
-        if not filled:
-            return
-        k = np.concatenate(buf_k)
-        c = np.concatenate(buf_c)
-        p = np.concatenate(buf_p)
-        buf_k, buf_c, buf_p, filled = [], [], [], 0
-        n, status, key = _sorted_run(k, c, p, not from_file)
-        if status:
-            _raise_status(status, key, name, what, strings)
-        runs.append(_Run.write(os.path.join(path, f"run{len(runs)}"), k[:n], c[:n], p[:n]))
-
+    filled = row = 0
     for col in blocks:
         k, c = _keys(col, name, what, strings, row)
         buf_k.append(k)
@@ -336,8 +349,30 @@ def build_idmap(path: str, blocks: Iterable, *, name: str, what: str, from_file:
         row += k.size
         filled += k.size
         if filled >= per:
-            flush()
-    flush()
+            runs.append(_write_run(path, len(runs), buf_k, buf_c, buf_p, name=name, what=what,
+                                   from_file=from_file, strings=strings))
+            buf_k, buf_c, buf_p, filled = [], [], [], 0
+    if filled:
+        runs.append(_write_run(path, len(runs), buf_k, buf_c, buf_p, name=name, what=what,
+                               from_file=from_file, strings=strings))
+    return runs
+
+
+def _write_run(path: str, i: int, buf_k, buf_c, buf_p, *, name: str, what: str,
+               from_file: bool, strings: bool) -> _Run:
+    """One buffer of keys sorted (deduplicated unless ``from_file``) into run ``i``."""
+    k = np.concatenate(buf_k)
+    c = np.concatenate(buf_c)
+    p = np.concatenate(buf_p)
+    n, status, key = _sorted_run(k, c, p, not from_file)
+    if status:
+        _raise_status(status, key, name, what, strings)
+    return _Run.write(os.path.join(path, f"run{i}"), k[:n], c[:n], p[:n])
+
+
+def _merge_runs(path: str, runs: list[_Run], *, name: str, what: str, from_file: bool,
+                strings: bool) -> _Run | None:
+    """Merge the runs pairwise, generation by generation, into one (None when no run)."""
     gen = len(runs)
     while len(runs) > 1:
         nxt = []
@@ -346,8 +381,8 @@ def build_idmap(path: str, blocks: Iterable, *, name: str, what: str, from_file:
             out = os.path.join(path, f"run{gen}")
             gen += 1
             n_max = a.n + b.n
-            ko, co, po = (map_file(f"{out}.{x}", dtype=np.int64, mode="w+", shape=(max(n_max, 1),))
-                          for x in ("k", "c", "p"))
+            ko, co, po = (map_file(f"{out}.{x}", dtype=np.int64, mode="w+",
+                                   shape=(max(n_max, 1),)) for x in ("k", "c", "p"))
             n, status, key = _merge(*a.arrays(), *b.arrays(), ko, co, po, not from_file)
             if status:
                 _raise_status(status, key, name, what, strings)
@@ -362,26 +397,7 @@ def build_idmap(path: str, blocks: Iterable, *, name: str, what: str, from_file:
         if len(runs) % 2:
             nxt.append(runs[-1])
         runs = nxt
-    n = runs[0].n if runs else 0
-    if runs:
-        for x, name_ in (("k", "keys"), ("c", "check"), ("p", "pos")):
-            os.replace(f"{runs[0].path}.{x}", os.path.join(path, f"{name_}.bin"))
-    else:
-        for name_ in ("keys", "check", "pos"):
-            open(os.path.join(path, f"{name_}.bin"), "wb").close()
-    if from_file:
-        os.replace(os.path.join(path, "pos.bin"), os.path.join(path, "store.bin"))
-    else:
-        os.remove(os.path.join(path, "pos.bin"))
-        st = map_file(os.path.join(path, "store.bin"), dtype=np.int64, mode="w+",
-                       shape=(max(n, 1),))
-        step = 1 << 22
-        for lo in range(0, n, step):
-            st[lo:min(lo + step, n)] = np.arange(lo, min(lo + step, n), dtype=np.int64)
-        st.flush()
-        del st
-    np.save(os.path.join(path, "meta.npy"), np.array([n, int(strings)], np.int64))
-    return IdMap(path)
+    return runs[0] if runs else None
 
 
 # -- reordering ----------------------------------------------------------------------------

@@ -393,13 +393,33 @@ def synth_rmat(root: str | os.PathLike, scale: int, edge_factor: int = 16, *, di
     times: dict[str, float] = {}
     path = {k: os.path.join(root, f"{k}.npy") for k in ("edges", "feat", "label", "train",
                                                            "valid", "test")}
-
-    # 1. edges, and the undirected degrees as they go by
     t = time.perf_counter()
+    deg = _write_edges(spec, path["edges"], progress)  # and the undirected degrees
+    times["edges"] = time.perf_counter() - t
+    t = time.perf_counter()
+    _write_labels_features(spec, path, progress)
+    times["features"] = time.perf_counter() - t
+    t = time.perf_counter()
+    parts, ball_stats = _write_split(spec, path, deg, progress)
+    times["split"] = time.perf_counter() - t
+    meta = _meta(spec, deg, parts, ball_stats, times)
+    spec_text = _spec_yaml(spec, {k: v.size for k, v in parts.items()})
+    with open(os.path.join(root, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=2, default=str)
+    sp = os.path.join(root, SPEC_NAME)
+    with open(sp + ".partial", "w") as f:
+        f.write(spec_text)
+    os.replace(sp + ".partial", sp)
+    return RmatResult(root, sp, meta)
+
+
+def _write_edges(spec: RmatSpec, out: str, progress: bool) -> np.ndarray:
+    """Draw the edges into ``out`` (``[2, E]`` ``.npy``); return the undirected degrees."""
+    n, e, seed = spec.num_nodes, spec.num_edges, spec.seed
     perm = _scramble(spec)
     deg = np.zeros(n, np.int32 if 2 * e < 2**31 else np.int64)
     idt = np.dtype(spec.id_dtype)
-    tmp = path["edges"] + ".partial"
+    tmp = out + ".partial"
     off = _npy_writer(tmp, (2, e), idt)
     key = stream_key(seed, _S_EDGES)
     thr = quadrant_thresholds(spec.abcd)
@@ -415,12 +435,13 @@ def synth_rmat(root: str | os.PathLike, scale: int, edge_factor: int = 16, *, di
             f.seek(off + (e + lo) * idt.itemsize)
             f.write(memoryview(d[:k]).cast("B"))
             pb.update(k)
-    os.replace(tmp, path["edges"])
-    del s, d, perm
-    times["edges"] = time.perf_counter() - t
+    os.replace(tmp, out)
+    return deg
 
-    # 2. labels and features
-    t = time.perf_counter()
+
+def _write_labels_features(spec: RmatSpec, path: dict, progress: bool) -> None:
+    """Labels and the class-centred features, streamed into their ``.npy`` files."""
+    n, seed = spec.num_nodes, spec.seed
     np.save(path["label"] + ".partial.npy", node_labels(seed, 0, n, spec.num_classes))
     os.replace(path["label"] + ".partial.npy", path["label"])
     tmp = path["feat"] + ".partial"
@@ -436,17 +457,18 @@ def synth_rmat(root: str | os.PathLike, scale: int, edge_factor: int = 16, *, di
             f.write(memoryview(x).cast("B"))
             pb.update(hi - lo)
     os.replace(tmp, path["feat"])
-    times["features"] = time.perf_counter() - t
 
-    # 3. the clustered split
-    t = time.perf_counter()
+
+def _write_split(spec: RmatSpec, path: dict, deg: np.ndarray,
+                 progress: bool) -> tuple[dict, dict]:
+    """The clustered train/valid/test split (a BFS ball), each saved sorted."""
     connected = int(np.count_nonzero(deg))
     n_train = max(1, int(round(spec.train_share * connected)))
     n_other = max(1, n_train // 4) if connected >= n_train + 2 else 0
     edges = np.load(path["edges"], mmap_mode="r")
     with bar(None, "rmat split (BFS levels)", progress, unit="level") as pb:
-        ball, ball_stats = clustered_ball(edges[0], edges[1], deg, n_train + 2 * n_other, seed,
-                                          on_level=lambda lev, tot: pb.update(1))
+        ball, ball_stats = clustered_ball(edges[0], edges[1], deg, n_train + 2 * n_other,
+                                          spec.seed, on_level=lambda lev, tot: pb.update(1))
     del edges
     n_train = min(n_train, ball.size)
     n_valid = min(n_other, max(0, ball.size - n_train) // 2)
@@ -455,15 +477,21 @@ def synth_rmat(root: str | os.PathLike, scale: int, edge_factor: int = 16, *, di
     for name, ids in parts.items():
         np.save(path[name] + ".partial.npy", np.sort(ids))
         os.replace(path[name] + ".partial.npy", path[name])
-    times["split"] = time.perf_counter() - t
+    return parts, ball_stats
 
+
+def _meta(spec: RmatSpec, deg: np.ndarray, parts: dict, ball_stats: dict,
+          times: dict) -> dict:
+    """``meta.json``'s content: parameters, degree statistics, split sizes, timings."""
+    n = spec.num_nodes
+    connected = int(np.count_nonzero(deg))
     dsorted = np.sort(deg)[::-1]
     total_deg = int(dsorted.sum())
     top1 = int(dsorted[:max(1, n // 100)].sum())
-    meta = {"generator": "featurestore synth rmat", "params": {**asdict(spec),
+    return {"generator": "featurestore synth rmat", "params": {**asdict(spec),
                                                               "abcd": list(spec.abcd)},
-            "num_nodes": n, "num_edges_drawn": e,
-            "edges_dtype": str(idt), "connected_nodes": connected,
+            "num_nodes": n, "num_edges_drawn": spec.num_edges,
+            "edges_dtype": str(np.dtype(spec.id_dtype)), "connected_nodes": connected,
             "self_loops_and_duplicates": "kept in edges.npy; removed by the spec job "
                                          "(undirected: true coalesces, drop_self_loops: true)",
             "max_degree": int(dsorted[0]) if n else 0,
@@ -471,14 +499,6 @@ def synth_rmat(root: str | os.PathLike, scale: int, edge_factor: int = 16, *, di
             "top1pct_degree_share": top1 / max(total_deg, 1),
             "splits": {k: int(v.size) for k, v in parts.items()}, "split_ball": ball_stats,
             "feature_bytes": spec.feature_bytes, "seconds": times}
-    spec_text = _spec_yaml(spec, {k: v.size for k, v in parts.items()})
-    with open(os.path.join(root, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=2, default=str)
-    sp = os.path.join(root, SPEC_NAME)
-    with open(sp + ".partial", "w") as f:
-        f.write(spec_text)
-    os.replace(sp + ".partial", sp)
-    return RmatResult(root, sp, meta)
 
 
 def _spec_yaml(spec: RmatSpec, sizes: dict) -> str:
