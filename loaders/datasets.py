@@ -31,7 +31,7 @@ from featurestore.errors import NotAStoreError, StoreNotFoundError
 from .errors import LoaderArgumentError
 
 __all__ = ["LazyRows", "NodeView", "StoreData", "StoreGraph", "PygNodePropPredDataset",
-           "DglNodePropPredDataset", "AsNodePredDataset", "as_store"]
+           "DglNodePropPredDataset", "AsNodePredDataset", "OGB_MAG", "as_store"]
 
 #: PyG's mask name and DGL's index name of each split, and the store split names they read.
 SPLITS = {"train": ("train_mask", "train_idx", ("train",)),
@@ -486,6 +486,26 @@ class PygNodePropPredDataset(_Dataset):
     ``dataset[0]`` is a :class:`StoreData` view; ``get_idx_split()``, ``num_classes`` and
     ``num_features`` are OGB's.
     """
+
+
+class OGB_MAG(_Dataset):  # noqa: N801 - PyG's name
+    """PyG's ``OGB_MAG(root, preprocess=...)`` over the store at ``root`` (or ``root/mag``).
+
+    ``preprocess`` (``'metapath2vec'``, ``'TransE'``) says that every node type has features:
+    the store must hold a ``feat`` for each (``featurestore preprocess mag240m
+    --derive-features`` makes them), else :class:`LoaderArgumentError` names the types
+    without. ``dataset[0]`` is a :class:`StoreData` view.
+    """
+
+    def __init__(self, root: str | os.PathLike, preprocess: str | None = None, **kwargs):
+        super().__init__("mag", root, **kwargs)
+        if preprocess is not None:
+            bare = [t for t in self.store.node_types if "feat" not in self.store.feature_names(t)]
+            if bare:
+                raise LoaderArgumentError(
+                    f"Expected a 'feat' feature for every node type of {self.store.url} "
+                    f"(preprocess={preprocess!r}). Node types {bare} have none: derive them "
+                    "when you preprocess (--derive-features), or pass preprocess=None.")
 
 
 class DglNodePropPredDataset(_Dataset):

@@ -40,7 +40,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from .sampler import MiniBatch, SampledSubgraph
 
-__all__ = ["to_dgl", "to_blocks", "require_dgl", "DGLNotInstalledError"]
+__all__ = ["DataLoader", "to_dgl", "to_blocks", "require_dgl", "DGLNotInstalledError"]
 
 #: what to install, named in the error raised when DGL is missing.
 INSTALL_HINT = ("pip install dgl==2.1.0 'torch>=2.0,<=2.2.1' torchdata==0.7.1 pandas 'numpy<2' "
@@ -218,3 +218,22 @@ def _pad(counts, n: int) -> np.ndarray:
     c = np.asarray(counts, dtype=np.int64)[:n]
     a[:len(c)] = c
     return a
+
+
+def DataLoader(graph, indices, graph_sampler, device=None, **kwargs):  # noqa: N802 - DGL's name
+    """DGL's ``DataLoader(graph, indices, graph_sampler, ...)`` over a store.
+
+    ``graph`` is a store or a :class:`loaders.datasets.StoreGraph`; ``graph_sampler`` a
+    ``dgl.dataloading.NeighborSampler`` (or ``MultiLayerFullNeighborSampler``) or its fanouts,
+    input layer first as in DGL. Yields ``(input_nodes, output_nodes, blocks)`` as DGL does:
+    this is :class:`loaders.NeighborLoader` with ``output="dgl"`` and DGL's argument order, so
+    every keyword of docs/compat.md's DGL table applies. ``batch_size`` defaults to 1, as in
+    DGL; ``device`` to the graph view's device (DGL's default is the graph's device).
+    """
+    from .loader import NeighborLoader
+
+    if device is None:
+        device = getattr(graph, "device", "cpu")
+    kwargs.setdefault("batch_size", 1)
+    return NeighborLoader(graph, graph_sampler, indices, output="dgl", device=device, **kwargs)
+

@@ -95,3 +95,19 @@ def test_loader_takes_the_view(homo_store_path):
     for a, b in zip(ours, ref):
         assert type(a).__name__ == "Data"
         assert torch.equal(a.n_id, b.n_id) and torch.equal(a.x, b.x)
+
+
+def test_ogb_mag_needs_features_on_every_type(tmp_path, hetero_store_path):
+    from loaders.datasets import OGB_MAG
+    from loaders.synthetic import mag_like_store
+
+    with pytest.raises(LoaderArgumentError, match="author"):
+        OGB_MAG(hetero_store_path, preprocess="metapath2vec")
+    assert OGB_MAG(hetero_store_path)[0].metadata() == fs.open_store(hetero_store_path).metadata()
+    path = mag_like_store(tmp_path / "mag", num_papers=300, num_authors=200, num_institutions=10,
+                          feat_dim=4, derive_features=True)
+    data = OGB_MAG(tmp_path, preprocess="metapath2vec")[0]   # found at root/mag
+    store = fs.open_store(path)
+    for t in store.node_types:
+        np.testing.assert_array_equal(data[t].x[np.arange(3)].numpy(),
+                                      store.features(t).gather(np.arange(3)))
