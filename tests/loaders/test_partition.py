@@ -141,3 +141,36 @@ def test_store_split_names(tmp_path):
         blk = np.asarray(s.values("node", "block"))
         for p in parts:  # 4 blocks, 2 ranks: each rank's seeds in 2 blocks
             assert np.sort(np.bincount(blk[p], minlength=4))[::-1][:2].sum() > 0.9 * p.size
+
+
+def test_partition_bench_smoke(tmp_path):
+    from benchmarks.partition_bench import PartitionOptions, markdown, run
+
+    rep = run(PartitionOptions(workdir=str(tmp_path), nodes=4000, blocks=8, deg_out=1.0,
+                               world_sizes=(2,), splits=("loader", "ldg", "blocks"),
+                               cache_shares=(0.05,), batch_size=128))
+    by = {r["split"]: r for r in rep["results"]}
+    assert set(by) == {"loader", "ldg", "blocks"}
+    for r in by.values():
+        sizes = [x["seeds"] for x in r["ranks"]]
+        assert max(sizes) - min(sizes) <= 1
+        assert all(0 < t <= 4000 for x in r["ranks"] for t in x["rows_touched"])
+    # the locality split touches fewer rows and hits more than the loader's random shares
+    assert by["ldg"]["rows_touched_mean"] < 0.8 * by["loader"]["rows_touched_mean"]
+    assert by["ldg"]["hit_rate_mean"]["0.05"] > 1.2 * by["loader"]["hit_rate_mean"]["0.05"]
+    assert "| 2 | ldg |" in markdown(rep)
+
+    # the bench samples as the loader does: a NeighborLoader over rank 1's part touches the
+    # same rows in each epoch
+    import featurestore as fs
+    from loaders import NeighborLoader
+
+    with fs.open_store(rep["graph"]["store"]) as s:
+        part = split_seeds(s, "train", 2, "ldg", seed=0)[1]
+        loader = NeighborLoader(s, [10, 5], input_nodes=part, batch_size=128, shuffle=True,
+                                output="raw", device="cpu", cache=None)
+        for e in range(2):
+            seen = np.zeros(4000, bool)
+            for batch in loader:
+                seen[batch.subgraph.node["node"]] = True
+            assert seen.sum() == by["ldg"]["ranks"][1]["rows_touched"][e]
