@@ -1,0 +1,214 @@
+"""``open_store(url, storage_options={"cache_dir": ...})``: a remote store's data files cached
+block by block on local disk. Rows equal the local store; rows read once are read again
+without a request to the server (counted on the server); a failed fetch leaves no hole; a
+rewritten store is never served from the old cache."""
+
+from __future__ import annotations
+
+import collections
+import functools
+import http.server
+import io
+import os
+import pickle
+import shutil
+import threading
+
+import numpy as np
+import pytest
+import zarr
+
+import featurestore as fs
+from featurestore.location import Location
+from featurestore.rangecache import RangeCacheFileSystem
+from graph_helpers import random_csc
+
+N, DIM = 5000, 32
+
+
+class RangeHandler(http.server.SimpleHTTPRequestHandler):
+    """Static files with byte ranges; counts GETs of files (not directory listings)."""
+
+    counts: collections.Counter
+
+    def log_message(self, *args):
+        pass
+
+    def send_head(self):
+        path = self.translate_path(self.path)
+        if self.command == "GET" and os.path.isfile(path):
+            self.counts[self.path] += 1
+        rng = self.headers.get("Range")
+        if not rng or not os.path.isfile(path):
+            return super().send_head()
+        size = os.path.getsize(path)
+        a, _, b = rng.strip().removeprefix("bytes=").partition("-")
+        start, end = (max(0, size - int(b)), size - 1) if a == "" else \
+            (int(a), min(size - 1, int(b) if b else size - 1))
+        with open(path, "rb") as f:
+            f.seek(start)
+            body = f.read(end - start + 1)
+        self.send_response(206)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """(served directory, base URL, GETs per file) of a threaded HTTP server on loopback."""
+    root = tmp_path_factory.mktemp("served")
+    counts = collections.Counter()
+    handler = functools.partial(type("H", (RangeHandler,), {"counts": counts}),
+                                directory=str(root))
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{srv.server_address[1]}", counts
+    srv.shutdown()
+    srv.server_close()
+
+
+def build(path, seed=5):
+    """fp32, fp16 and zstd features of one node type; returns the fp32 matrix."""
+    rng = np.random.default_rng(seed)
+    w = fs.create_store(path, mode="w")
+    w.add_node_type("paper", N)
+    w.add_edge_type(("paper", "cites", "paper"), *random_csc(rng, N, N, 30000)[:2])
+    x = rng.standard_normal((N, DIM)).astype(np.float32)
+    w.add_features("paper", "feat", x)
+    w.add_features("paper", "half", x.astype(np.float16))
+    w.add_features("paper", "zstd", x, compressors=zarr.codecs.ZstdCodec())
+    w.commit()
+    return x
+
+
+def data_gets(counts) -> int:
+    """GETs of the stores' data files (every file but zarr.json metadata)."""
+    return sum(v for k, v in counts.items() if not k.endswith("zarr.json"))
+
+
+@pytest.fixture(scope="module")
+def store(server):
+    root, url, counts = server
+    x = build(root / "store")
+    return root / "store", f"{url}/store", counts, x
+
+
+def test_rows_equal_and_second_gather_is_local(store, tmp_path):
+    path, url, counts, x = store
+    ids = np.random.default_rng(1).integers(0, N, 300)  # sparse, repeated, unsorted
+    opts = {"cache_dir": str(tmp_path / "cache")}
+    with fs.open_store(path) as local:
+        want = {f: local.features("paper", f).gather(ids) for f in ("feat", "half", "zstd")}
+    counts.clear()
+    with fs.open_store(url, storage_options=opts, cache_bytes=0) as s:
+        for f in want:
+            np.testing.assert_array_equal(s.features("paper", f).gather(ids), want[f])
+        first = data_gets(counts)
+        assert first > 0 and s.loc.fs.stats["bytes_fetched"] > 0
+        for f in want:  # no decoded-chunk cache (cache_bytes=0): served by the disk cache
+            np.testing.assert_array_equal(s.features("paper", f).gather(ids), want[f])
+        assert data_gets(counts) == first
+    counts.clear()
+    with fs.open_store(url, storage_options=opts) as s:  # another reader, same cache
+        for f in want:
+            np.testing.assert_array_equal(s.features("paper", f).gather(ids), want[f])
+        assert s.loc.fs.stats["requests"] == 0
+        twin = pickle.loads(pickle.dumps(s))  # a worker's reopened store keeps the cache
+        np.testing.assert_array_equal(twin.features("paper").gather(ids), want["feat"])
+        twin.close()
+    assert data_gets(counts) == 0
+    other = np.setdiff1d(np.arange(N), ids)[::7]  # rows not read yet: fetched
+    with fs.open_store(url, storage_options=opts, cache_bytes=0) as s:
+        np.testing.assert_array_equal(s.features("paper").gather(other), x[other])
+
+
+def test_failed_fetch_leaves_no_hole(tmp_path):
+    """A fetch that fails marks nothing: the next read fetches again (blockcache would
+    return zeros here)."""
+    data = np.random.default_rng(2).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+    (tmp_path / "blob").write_bytes(data)
+    target = fs.location.fsspec.filesystem("file")
+    cfs = RangeCacheFileSystem(target, str(tmp_path / "cache"), block_bytes=4096)
+    real, calls = target.cat_ranges, []
+
+    def flaky(*a, **k):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionResetError("simulated")
+        return real(*a, **k)
+
+    target.cat_ranges = flaky
+    p = str(tmp_path / "blob")
+    with pytest.raises(ConnectionResetError):
+        cfs.cat_file(p, 5000, 9000)
+    assert cfs.cat_file(p, 5000, 9000) == data[5000:9000]
+    target.cat_ranges = real
+    rng = np.random.default_rng(3)
+    lo = rng.integers(-4000, len(data), 400)
+    hi = np.where(lo < 0, lo + rng.integers(0, 4000, 400), lo + rng.integers(0, 20000, 400))
+    got = cfs.cat_ranges([p] * 400, lo.tolist(), hi.tolist())
+    want = [data[a:b] for a, b in zip(lo.tolist(), hi.tolist())]  # Python's slice rules
+    assert got == want
+    assert cfs.cat_file(p) == data and cfs.cat_file(p, -100) == data[-100:]
+    before = cfs.stats["requests"]
+    assert cfs.cat_ranges([p] * 400, lo.tolist(), hi.tolist()) == want
+    assert cfs.stats["requests"] == before  # all local now
+    with cfs.open(p, "rb") as f:
+        f.seek(123456)
+        assert f.read(1000) == data[123456:124456]
+
+
+def test_concurrent_readers(store, tmp_path):
+    _, url, _, x = store
+    opts = {"cache_dir": str(tmp_path / "cache"), "cache_block_bytes": 4096}
+    rng = np.random.default_rng(4)
+    batches = [rng.integers(0, N, 200) for _ in range(8)]
+    with fs.open_store(url, storage_options=opts, cache_bytes=0) as s:
+        feat = s.features("paper")
+        with __import__("concurrent.futures").futures.ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(feat.gather, batches))
+    for b, g in zip(batches, got):
+        np.testing.assert_array_equal(g, x[b])
+
+
+def test_rewritten_store_gets_a_new_cache(server, tmp_path):
+    root, base, counts = server
+    x1 = build(root / "moving", seed=11)
+    url, opts = f"{base}/moving", {"cache_dir": str(tmp_path / "cache")}
+    ids = np.arange(0, N, 13)
+    with fs.open_store(url, storage_options=opts) as s:
+        np.testing.assert_array_equal(s.features("paper").gather(ids), x1[ids])
+    shutil.rmtree(root / "moving")
+    x2 = build(root / "moving", seed=12)
+    with fs.open_store(url, storage_options=opts) as s:
+        np.testing.assert_array_equal(s.features("paper").gather(ids), x2[ids])
+    assert len(os.listdir(tmp_path / "cache")) == 2  # one directory per generation
+    assert Location(root / "moving", {"cache_dir": str(tmp_path / "x")}).cache_dir is None
+
+
+def test_s3(tmp_path):
+    pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    import s3fs
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        opts = {"endpoint_url": f"http://{host}:{port}", "key": "k", "secret": "s"}
+        s3fs.S3FileSystem(**opts).mkdir("bucket")
+        x = build(tmp_path / "src")
+        s3fs.S3FileSystem(**opts).put(str(tmp_path / "src"), "bucket/store", recursive=True)
+        ids = np.random.default_rng(6).integers(0, N, 300)
+        cached = {**opts, "cache_dir": str(tmp_path / "cache")}
+        for expect_requests in (True, False):
+            with fs.open_store("s3://bucket/store", storage_options=cached, cache_bytes=0) as s:
+                np.testing.assert_array_equal(s.features("paper").gather(ids), x[ids])
+                np.testing.assert_array_equal(s.features("paper", "zstd").gather(ids), x[ids])
+                assert (s.loc.fs.stats["requests"] > 0) == expect_requests
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+        server.stop()
