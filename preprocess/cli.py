@@ -133,7 +133,9 @@ def _run_spec(args) -> int:
 def _run_edges(args) -> int:
     from .edges_job import run_edges_job
 
-    col = (lambda c: int(c) if args.no_header and str(c).isdigit() else c)
+    def col(c):
+        return int(c) if args.no_header and str(c).isdigit() else c
+
     job = run_edges_job(args.edges, args.store, num_nodes=args.num_nodes, node_type=args.node_type,
                   relation=args.relation, src_col=col(args.src_col), dst_col=col(args.dst_col),
                   header=not args.no_header, delimiter=args.delimiter, coalesce=args.coalesce,

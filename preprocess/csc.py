@@ -111,6 +111,7 @@ class CscPlan:
 
     @property
     def output_bytes(self) -> int:
+        """Bytes of the edge type in the store: its indices and int64 indptr."""
         n = self.num_edges or 0
         return n * self.index_dtype.itemsize + (self.num_dst + 1) * 8
 

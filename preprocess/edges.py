@@ -57,7 +57,8 @@ class EdgeSource(abc.ABC):
     name: str
     num_edges: int | None
 
-    def iter_blocks(self, block_edges: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def iter_blocks(self, block_edges: int | None = None
+                    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Yield ``(src, dst)`` int64 arrays of equal length, at most ``block_edges`` long.
 
         Raises :class:`BadInputError` naming the file for non-integer, NaN or null ids and
@@ -290,7 +291,8 @@ class CsvSource(EdgeSource):
     def _reader(self):
         import pyarrow.csv as pcsv
 
-        ro = pcsv.ReadOptions(block_size=self.block_bytes, autogenerate_column_names=not self.header)
+        ro = pcsv.ReadOptions(block_size=self.block_bytes,
+                              autogenerate_column_names=not self.header)
         po = pcsv.ParseOptions(delimiter=self.delimiter)
         return pcsv.open_csv(self.path, read_options=ro, parse_options=po)
 

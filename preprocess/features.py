@@ -58,10 +58,12 @@ class FeatureSource(abc.ABC):
 
     @property
     def row_bytes(self) -> int:
+        """Bytes of one row."""
         return int(np.prod(self.row_shape, dtype=np.int64)) * self.dtype.itemsize
 
     @property
     def nbytes(self) -> int:
+        """Bytes of all rows."""
         return self.num_rows * self.row_bytes
 
     @abc.abstractmethod
@@ -73,19 +75,23 @@ class FeatureSource(abc.ABC):
         return None
 
     def inputs(self) -> list[str]:
+        """The input files (for the job's manifest)."""
         return []
 
     # -- constructors -------------------------------------------------------------------
     @staticmethod
     def from_array(arr, name: str = "<array>") -> FeatureSource:
+        """A source over an in-memory array (or array-like)."""
         return ArrayFeatures(np.asarray(arr) if not isinstance(arr, np.ndarray) else arr, name)
 
     @staticmethod
     def from_npy(path) -> FeatureSource:
+        """A source over a ``.npy`` file (memory-mapped)."""
         return ArrayFeatures(load_npy(path, "feature matrix"), os.fspath(path), [os.fspath(path)])
 
     @staticmethod
     def from_parquet(path, columns) -> FeatureSource:
+        """A source over parquet column(s) (one list column, or scalar columns)."""
         return ParquetFeatures(path, columns)
 
 
@@ -338,7 +344,7 @@ def _float_labels(b: np.ndarray, name: str, at: int) -> np.ndarray:
 def write_features(writer, ntype: str, name: str, source: FeatureSource, *, dtype=None,
                    perm: np.ndarray | None = None, budget_bytes: int = 1 << 30, tmpdir=None,
                    compressors=None, progress: bool = True) -> dict:
-    """Stream ``source`` into feature ``name`` of ``ntype``: cast to ``dtype``, permuted by ``perm``.
+    """Stream ``source`` into feature ``name`` of ``ntype`` (cast, and permuted by ``perm``).
 
     Returns ``seconds``, ``bytes_read``, ``bytes_written``, ``rows_per_s``, ``gb_per_s``,
     ``peak_anon_bytes`` and ``overflow`` (values a float downcast made infinite; logged).

@@ -89,4 +89,5 @@ class PeakMemory:
 
     @property
     def added(self) -> int:
+        """Peak anonymous memory above the level at entry."""
         return max(0, self.peak - self.start)

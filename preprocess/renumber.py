@@ -125,7 +125,8 @@ def id_column_blocks(path, column=None, block: int = 1 << 22, *, header: bool = 
             names = f.schema_arrow.names
             col = names[column] if isinstance(column, int) else (column or names[0])
             if col not in names:
-                raise BadInputError(f"Expected a column {col!r} in {path}. Its columns are {names}.")
+                raise BadInputError(f"Expected a column {col!r} in {path}. "
+                                    f"Its columns are {names}.")
             for b in f.iter_batches(batch_size=block, columns=[col]):
                 yield b.column(0)
         except BadInputError:
@@ -219,8 +220,8 @@ class _Run:
         self.path, self.n = path, n
 
     def arrays(self, mode="r"):
-        return tuple(map_file(f"{self.path}.{x}", dtype=np.int64, mode=mode, shape=(max(self.n, 1),))[:self.n]
-                     for x in ("k", "c", "p"))
+        return tuple(map_file(f"{self.path}.{x}", dtype=np.int64, mode=mode,
+                              shape=(max(self.n, 1),))[:self.n] for x in ("k", "c", "p"))
 
     @staticmethod
     def write(path: str, k, c, p) -> _Run:
@@ -258,6 +259,7 @@ class IdMap:
 
     @staticmethod
     def exists(path: str) -> bool:
+        """Whether a finished id map is in ``path``."""
         return os.path.exists(os.path.join(path, "meta.npy"))
 
     def lookup(self, col, name: str, what: str, at: int = 0) -> np.ndarray:
@@ -441,6 +443,7 @@ class IdMapper:
         self.idmap, self.rank = idmap, rank
 
     def __call__(self, col, name: str, what: str, at: int = 0) -> np.ndarray:
+        """Store ids of a raw block of ids (see the class docstring)."""
         if self.idmap is not None:
             ids = self.idmap.lookup(col, name, what, at)
         else:
@@ -459,6 +462,7 @@ class MappedEdges(EdgeSource):
         self.src_map, self.dst_map = src_map, dst_map
 
     def iter_raw(self, block_edges):
+        """Blocks of mapped ``(src, dst)`` ids."""
         for part in self.inner.parts():
             at = 0
             for s, d in part.iter_raw(block_edges):
@@ -467,6 +471,7 @@ class MappedEdges(EdgeSource):
                 at += len(s)
 
     def inputs(self):
+        """The input files of the inner source."""
         return self.inner.inputs()
 
 

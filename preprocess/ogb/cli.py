@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 def register_preprocess(add_command) -> None:
+    """Add ``preprocess mag240m`` and ``preprocess papers100m``."""
     p = add_command("mag240m", "MAG240M (OGB-LSC) in its official layout to a store",
                     "Turn ROOT/mag240m_kddcup2021 (meta.pt, split_dict.pt, processed/) into a "
                     "store: ToUndirected edge types, coalesced; fp16 paper features; labels "

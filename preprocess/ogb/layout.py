@@ -33,6 +33,7 @@ class MagPaths:
 
     @classmethod
     def under(cls, root: str | os.PathLike) -> MagPaths:
+        """The paths under ``root`` (holding ``mag240m_kddcup2021/``, or that folder)."""
         root = os.fspath(root)
         if os.path.basename(os.path.normpath(root)) != MAG240M_DIR:
             root = os.path.join(root, MAG240M_DIR)
@@ -40,10 +41,12 @@ class MagPaths:
 
     @property
     def meta(self) -> str:
+        """``meta.pt``."""
         return os.path.join(self.root, "meta.pt")
 
     @property
     def split_dict(self) -> str:
+        """``split_dict.pt``."""
         return os.path.join(self.root, "split_dict.pt")
 
     def paper(self, what: str) -> str:
@@ -51,6 +54,7 @@ class MagPaths:
         return os.path.join(self.root, "processed", "paper", f"{what}.npy")
 
     def edge_index(self, src: str, rel: str, dst: str) -> str:
+        """The ``edge_index.npy`` of relation ``(src, rel, dst)``."""
         return os.path.join(self.root, "processed", f"{src}___{rel}___{dst}", "edge_index.npy")
 
 
@@ -62,6 +66,7 @@ class PapersPaths:
 
     @classmethod
     def under(cls, root: str | os.PathLike) -> PapersPaths:
+        """The paths under ``root`` (holding ``ogbn_papers100M/``, or that folder)."""
         root = os.fspath(root)
         if os.path.basename(os.path.normpath(root)) != PAPERS100M_DIR:
             root = os.path.join(root, PAPERS100M_DIR)
@@ -69,11 +74,14 @@ class PapersPaths:
 
     @property
     def data(self) -> str:
+        """``raw/data.npz``."""
         return os.path.join(self.root, "raw", "data.npz")
 
     @property
     def node_label(self) -> str:
+        """``raw/node-label.npz``."""
         return os.path.join(self.root, "raw", "node-label.npz")
 
     def split(self, name: str) -> str:
+        """``split/time/<name>.csv.gz``."""
         return os.path.join(self.root, "split", "time", f"{name}.csv.gz")

@@ -43,10 +43,12 @@ class NpzMember:
 
     @property
     def size(self) -> int:
+        """Elements of the member."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the member's array (uncompressed)."""
         return self.size * self.dtype.itemsize
 
     def memmap(self) -> np.memmap:
@@ -70,7 +72,8 @@ class NpzMember:
         block_elems = block_elems or max(1, STREAM_BYTES // item)
         n = self.size
         if not self.compressed:
-            flat = self.memmap().reshape(-1, order="F" if self.fortran_order else "C") if n else None
+            order = "F" if self.fortran_order else "C"
+            flat = self.memmap().reshape(-1, order=order) if n else None
             for lo in range(0, n, block_elems):
                 yield flat[lo:lo + block_elems]
             return
@@ -85,8 +88,9 @@ class NpzMember:
                 while got < k * item:
                     r = f.readinto(view[got:])
                     if not r:
-                        raise RawDataError(f"Expected {n} elements in member {self.name!r} of "
-                                           f"{self.archive.path}. It ends after {done + got // item}.")
+                        raise RawDataError(
+                            f"Expected {n} elements in member {self.name!r} of "
+                            f"{self.archive.path}. It ends after {done + got // item}.")
                     got += r
                 done += k
                 yield buf
@@ -172,7 +176,6 @@ class NpzArchive:
         return zipfile.ZipFile(self.path)
 
     def _member(self, raw, info: zipfile.ZipInfo) -> NpzMember:
-        name = info.filename[:-4]
         if info.compress_type == zipfile.ZIP_STORED:
             raw.seek(info.header_offset)
             head = raw.read(_LOCAL_HEADER.size)

@@ -91,6 +91,7 @@ def project(manifest: dict, target: Target = Target()) -> list[dict]:
 
 
 def format_projection(rows: list[dict], target: Target = Target()) -> str:
+    """The rows of :func:`project` as a text table for ``target``."""
     def unit(step):
         if step == "features:paper":
             return "B"

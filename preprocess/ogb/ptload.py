@@ -23,7 +23,7 @@ _NUMERIC_CODES = "?bBhHiIlLqQefdgFDG"
 
 
 def allowed_globals() -> list:
-    """The allow-list: ``(object, "module.name")`` pairs for ``torch.serialization.safe_globals``."""
+    """The allow-list: ``(object, "module.name")`` pairs for torch's ``safe_globals``."""
     core = np._core.multiarray  # numpy >= 2; ``numpy.core`` names below cover 1.x dumps
     out: list = []
     for fn in (core._reconstruct, core.scalar):

@@ -33,6 +33,7 @@ class DemoStep:
 
     @property
     def rate(self) -> float:
+        """Amount per second."""
         return self.amount / self.seconds if self.seconds > 0 else float("inf")
 
 

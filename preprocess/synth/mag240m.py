@@ -43,6 +43,7 @@ class MagSynthSpec:
 
     @classmethod
     def at_scale(cls, scale: float) -> MagSynthSpec:
+        """The twin at ``scale`` times MAG240M's sizes (1 = the true size)."""
         if not scale > 0:
             raise ValueError(f"Expected a scale > 0. Got {scale!r} instead.")
         return cls(paper=scaled(MAG240M["paper"], scale, 10),
@@ -54,10 +55,12 @@ class MagSynthSpec:
 
     @property
     def feature_bytes(self) -> int:
+        """Bytes of the fp16 paper features."""
         return self.paper * self.feat_dim * 2
 
     @property
     def num_edges(self) -> int:
+        """Edges of the three relations."""
         return self.writes + self.affiliated_with + self.cites
 
 

@@ -38,6 +38,7 @@ class PapersSynthSpec:
 
     @classmethod
     def at_scale(cls, scale: float) -> PapersSynthSpec:
+        """The twin at ``scale`` times ogbn-papers100M's sizes."""
         if not scale > 0:
             raise ValueError(f"Expected a scale > 0. Got {scale!r} instead.")
         return cls(nodes=scaled(PAPERS100M["nodes"], scale, 10),

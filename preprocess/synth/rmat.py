@@ -32,9 +32,9 @@ a few random roots, one pass over the edges per level, that does not expand thro
 (nodes of degree above 8x the mean: in a small-world graph two hops through a hub reach
 everything), cut at the level that overshoots the wanted size by a random choice of that
 level's nodes weighted by 1/degree (a BFS level over-represents high-degree nodes; this keeps
-the split's degrees like the graph's). The ball holds ``train_share * connected`` nodes for ``train`` and a quarter of
-that each for ``valid`` and ``test``, assigned at random within the ball (the three splits are
-one community, as in ogbn-arxiv / papers100M).
+the split's degrees like the graph's). The ball holds ``train_share * connected`` nodes for
+``train`` and a quarter of that each for ``valid`` and ``test``, assigned at random within the
+ball (the three splits are one community, as in ogbn-arxiv / papers100M).
 """
 
 from __future__ import annotations
@@ -335,18 +335,22 @@ class RmatSpec:
 
     @property
     def num_nodes(self) -> int:
+        """``2 ** scale``."""
         return 1 << self.scale
 
     @property
     def num_edges(self) -> int:
+        """Edges drawn: ``edge_factor * 2 ** scale``."""
         return self.edge_factor << self.scale
 
     @property
     def id_dtype(self):
+        """The edge file's id dtype (int32 while ids fit)."""
         return np.int32 if self.num_nodes <= 2**31 else np.int64
 
     @property
     def feature_bytes(self) -> int:
+        """Bytes of the feature matrix."""
         return self.num_nodes * self.dim * np.dtype(self.dtype).itemsize
 
 
