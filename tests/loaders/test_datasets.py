@@ -111,3 +111,21 @@ def test_ogb_mag_needs_features_on_every_type(tmp_path, hetero_store_path):
     for t in store.node_types:
         np.testing.assert_array_equal(data[t].x[np.arange(3)].numpy(),
                                       store.features(t).gather(np.arange(3)))
+
+
+def test_mag240m_stand_in(hetero_store_path):
+    from loaders.datasets import MAG240MDataset
+
+    store = fs.open_store(hetero_store_path)
+    ds = MAG240MDataset(hetero_store_path)
+    assert (ds.num_papers, ds.num_authors, ds.num_institutions) == tuple(
+        store.num_nodes(t) for t in ("paper", "author", "institution"))
+    assert ds.num_paper_features == store.features("paper").shape[1]
+    np.testing.assert_array_equal(ds.get_idx_split("valid"), store.split("valid"))
+    assert sorted(ds.get_idx_split()) == sorted(store.split_names)
+    ids = np.array([5, 1, 5])
+    np.testing.assert_array_equal(ds.paper_feat[ids].numpy(),
+                                  store.features("paper").gather(ids))
+    np.testing.assert_array_equal(ds.paper_label[ids].numpy(),
+                                  np.asarray(store.labels("paper"))[ids])
+    assert ds.to_pyg_hetero_data().metadata() == store.metadata()
