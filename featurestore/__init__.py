@@ -7,11 +7,11 @@ from . import threading_layer as _threading_layer
 _threading_layer.choose()  # before any parallel kernel runs (featurestore.threading_layer)
 
 from .errors import *  # noqa: F401,F403,E402
-from .errors import __all__ as _errors_all
-from .format import EdgeType
-from .gather import check_ids
-from .reader import FeatureArray, Store, open_store
-from .writer import StoreWriter, create_store, iter_blocks
+from .errors import __all__ as _errors_all  # noqa: E402
+from .format import EdgeType  # noqa: E402
+from .validate import check_ids, check_out, first_out_of_range  # noqa: E402
+from .reader import FeatureArray, Store, open_store  # noqa: E402
+from .writer import StoreWriter, create_store, iter_blocks  # noqa: E402
 
 __all__ = ["open_store", "create_store", "Store", "StoreWriter", "FeatureArray", "EdgeType",
-           "iter_blocks", "check_ids", *_errors_all]
+           "iter_blocks", "check_ids", "check_out", "first_out_of_range", *_errors_all]

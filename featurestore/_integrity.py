@@ -1,6 +1,7 @@
 """Integrity checks: CSC topology validation (numba) and data checksums.
 
-* :func:`check_csc` runs two numba passes (threads over blocks, GIL released) (``indptr`` never decreases, source ids in
+* :func:`check_csc` runs two numba passes (threads over blocks, GIL released) (``indptr``
+  never decreases, source ids in
   range) and raises :class:`~featurestore.errors.CorruptStoreError` naming the array and the
   first bad position; the sampler's kernels only ever see topology that passed it.
 * Uncompressed arrays carry a CRC-32 (zlib, IEEE polynomial) of every block of

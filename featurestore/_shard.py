@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import google_crc32c
 import numpy as np
 
-from .errors import CorruptStoreError, DiskFullError, SchemaError
+from .errors import DiskFullError, SchemaError
 from .format import inner_chunk_rows
 from .location import Location
 
@@ -92,7 +92,8 @@ def zarr_array_kwargs(shape: tuple[int, ...], dtype: np.dtype) -> dict:
         return dict(shape=shape, dtype=dtype, chunks=(1,) + rest, compressors=None,
                     filters=None, fill_value=0)
     row_bytes = int(np.prod(rest, dtype=np.int64)) * dtype.itemsize
-    c = min(inner_chunk_rows(row_bytes), 1 << (int(shape[0]) - 1).bit_length())  # small arrays: no big pad
+    # small arrays: no big pad
+    c = min(inner_chunk_rows(row_bytes), 1 << (int(shape[0]) - 1).bit_length())
     lay = ShardLayout(tuple(shape), dtype, c)
     return dict(shape=shape, dtype=dtype, chunks=(c,) + rest, shards=(lay.n_chunks * c,) + rest,
                 compressors=None, filters=None, fill_value=0)
@@ -190,7 +191,8 @@ def check_shard_file(loc: Location, array_key: str, layout: ShardLayout,
         return [f"{path}: shard file missing"]
     size = loc.fs.size(path)
     if size != layout.file_bytes:
-        return [f"{path}: expected {layout.file_bytes} bytes, found {size} (truncated or overwritten)"]
+        return [f"{path}: expected {layout.file_bytes} bytes, found {size} "
+                "(truncated or overwritten)"]
     if full or layout.n_chunks <= 1 << 16:
         with loc.fs.open(path, "rb") as f:
             f.seek(layout.data_bytes)
@@ -199,13 +201,3 @@ def check_shard_file(loc: Location, array_key: str, layout: ShardLayout,
             return [f"{path}: shard index is not the contiguous layout of format v1"]
     return []
 
-
-def read_index_ok(path: str, layout: ShardLayout) -> None:
-    """Raise CorruptStoreError unless a local shard file has the contiguous v1 layout."""
-    try:
-        size = os.path.getsize(path)
-    except FileNotFoundError as e:
-        raise CorruptStoreError(f"Expected shard file {path}. It is missing.") from e
-    if size != layout.file_bytes:
-        raise CorruptStoreError(f"Expected {layout.file_bytes} bytes in {path}. "
-                                f"Got {size} instead (truncated or overwritten).")

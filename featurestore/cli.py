@@ -24,6 +24,7 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Return the ``featurestore`` argument parser (every package's commands registered)."""
     from . import __version__
 
     p = argparse.ArgumentParser(
@@ -44,10 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``featurestore`` command line; return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
     from .errors import FeatureStoreError
 
     try:

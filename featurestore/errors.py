@@ -113,4 +113,5 @@ class ClosedStoreError(FeatureStoreError, RuntimeError):
 
 
 class InvalidArgumentError(FeatureStoreError, ValueError):
-    """An argument has the wrong type or is out of range (``io_threads=0``, ``batch_size=100.5``)."""
+    """An argument has the wrong type or is out of range (``io_threads=0``,
+    ``batch_size=100.5``)."""

@@ -28,18 +28,22 @@ class EdgeType(NamedTuple):
     dst: str
 
     def key(self) -> str:
+        """Return the edge type's directory name, ``src__rel__dst``."""
         return f"{self.src}__{self.rel}__{self.dst}"
 
 
 def node_group(ntype: str) -> str:
+    """Return the group key of a node type."""
     return f"nodes/{ntype}"
 
 
 def orig_id_key(ntype: str) -> str:
+    """Return the key of a node type's original ids."""
     return f"nodes/{ntype}/orig_id"
 
 
 def feature_key(ntype: str, name: str) -> str:
+    """Return the key of a node type's feature array."""
     return f"nodes/{ntype}/features/{name}"
 
 
@@ -54,6 +58,7 @@ def edge_key(etype: EdgeType, part: str) -> str:
 
 
 def split_key(name: str, ntype: str) -> str:
+    """Return the key of a split's ids of one node type."""
     return f"splits/{name}/{ntype}"
 
 
@@ -62,7 +67,7 @@ _BAD_CHARS = frozenset("/\\:") | frozenset(chr(c) for c in range(32)) | {"\x7f"}
 
 
 def check_name(kind: str, name: str) -> str:
-    """Check a node type, relation, feature, value or split name against the format's rules.
+    r"""Check a node type, relation, feature, value or split name against the format's rules.
 
     A name becomes a directory of the store, so it must be a non-empty string of at most 255
     characters without ``/``, ``\\``, ``:``, control characters or ``__`` (the edge-type

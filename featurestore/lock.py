@@ -54,6 +54,7 @@ class WriteLock:
 
     @property
     def held(self) -> bool:
+        """Whether this object holds the lock."""
         return self._fd >= 0 or self._owner is not None
 
     def acquire(self) -> WriteLock:

@@ -17,12 +17,15 @@ from . import format as fmt
 from ._integrity import check_csc, native
 from .location import Location, remote_error
 from .errors import (ClosedStoreError, CorruptStoreError, FeatureStoreError,
-                     IncompleteStoreError, InvalidArgumentError, NotAStoreError, StoreChangedError, StoreNotFoundError,
+                     IncompleteStoreError, InvalidArgumentError, NotAStoreError,
+                     StoreChangedError, StoreNotFoundError,
                      UnknownEdgeTypeError, UnknownFeatureError, UnknownNodeTypeError,
                      UnknownSplitError, UnsafePathError)
 from .format import EdgeType
-from .gather import READ_PATHS, LocalRows, ZarrRows, check_ids, check_out
+from .rows import LocalRows, RowReader, ZarrRows
+from .rows.local import READ_PATHS
 from .schema import ArraySpec, EdgeTypeSchema, StoreSchema, check_array_meta
+from .validate import check_ids, check_out
 
 __all__ = ["open_store", "Store", "FeatureArray"]
 
@@ -72,9 +75,26 @@ def _is_transport_error(e: BaseException) -> bool:
 
 
 class FeatureArray:
-    """A 2-D (rows = nodes) array of the store with fast random row gathers."""
+    """A 2-D (rows = nodes) array of the store with fast random row gathers.
 
-    def __init__(self, name: str, rows: LocalRows | ZarrRows, shape, dtype, read_path: str,
+    Made by :meth:`Store.features`. Validates ids and output buffers once, then calls its
+    row reader (:attr:`reader`, a :class:`~featurestore.rows.RowReader`).
+
+    Parameters
+    ----------
+    name
+        The array's URL, for messages.
+    rows
+        The row reader.
+    shape, dtype
+        The array's shape and dtype (from the store's schema).
+    read_path
+        The default read path of :meth:`gather`.
+    store
+        The store that owns the reader (gathers count as in flight for its ``close``).
+    """
+
+    def __init__(self, name: str, rows: RowReader, shape, dtype, read_path: str,
                  store: Store | None = None):
         self.name = name
         self.reader = rows
@@ -82,7 +102,6 @@ class FeatureArray:
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype).newbyteorder("=")
         self.read_path = read_path
-        self.last_read_path: str | None = None
 
     def __repr__(self) -> str:
         return f"FeatureArray({self.name!r}, shape={self.shape}, dtype={self.dtype})"
@@ -92,22 +111,45 @@ class FeatureArray:
 
     @property
     def ndim(self) -> int:
+        """Number of dimensions."""
         return len(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the whole array."""
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
     @property
     def row_bytes(self) -> int:
+        """Bytes of one row."""
         return int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
 
+    def gather(self, ids, out: np.ndarray | None = None, *,
+               read_path: str | None = None) -> np.ndarray:
+        """Return rows ``ids`` in the order asked.
 
-    def gather(self, ids, out: np.ndarray | None = None, *, read_path: str | None = None) -> np.ndarray:
-        """Rows ``ids`` in the order asked (any 1-D integer ids: unsorted, repeated, int32/int64).
+        Parameters
+        ----------
+        ids
+            Any 1-D integer ids (unsorted, repeated, int32/int64, a list).
+        out
+            An optional preallocated C-contiguous buffer of shape ``(len(ids),) + shape[1:]``
+            and this array's dtype (a NumPy array or a CPU torch tensor, pinned or not).
+        read_path
+            Overrides the store's read path for this call (local arrays: ``"auto"``,
+            ``"mmap"``, ``"pread"``, ``"direct"``, ``"dontneed"``).
 
-        ``out`` is an optional preallocated C-contiguous buffer of shape ``(len(ids),) +
-        shape[1:]`` and this array's dtype (a NumPy array or a CPU torch tensor, pinned or not).
+        Returns
+        -------
+        numpy.ndarray or torch.Tensor
+            ``out`` when given, else a new array.
+
+        Raises
+        ------
+        InvalidIdsError, IdsOutOfRangeError
+            ``ids`` are not 1-D integers, or fall outside ``[0, len(self))``.
+        RemoteStoreError
+            A remote read failed after ``REMOTE_RETRIES`` retries.
         """
         ids = check_ids(ids, self.shape[0], self.name)
         buf = check_out(out, ids.shape[0], self.shape[1:], self.dtype, self.name)
@@ -118,13 +160,13 @@ class FeatureArray:
         if st is not None:
             st._enter(self.name)
         try:
-            self.last_read_path = self._gather_retrying(ids, buf, path)
+            self._gather_retrying(ids, buf, path)
         except FeatureStoreError:
             raise
         except Exception as e:
             if st is not None and not st.loc.is_local and _is_transport_error(e):
                 raise remote_error(e, st.url, self.name) from e
-            if isinstance(self.reader, ZarrRows):  # zarr's decode / checksum errors
+            if not self.reader.is_local:  # zarr's decode / checksum errors, short reads
                 raise CorruptStoreError(f"Could not read rows of {self.name}: "
                                         f"{type(e).__name__}: {e}") from e
             raise
@@ -152,8 +194,15 @@ class FeatureArray:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def __getitem__(self, key) -> np.ndarray:
+        """Rows by slice (only the slice is read) or by an integer (array) index."""
         if isinstance(key, slice):
-            return np.asarray(self.numpy()[key])
+            start, stop, step = key.indices(self.shape[0])
+            lo, hi = (start, stop) if step > 0 else (stop + 1, start + 1)
+            hi = max(lo, hi)
+            out = np.empty((hi - lo,) + self.shape[1:], self.dtype)
+            with self._store._using(self.name) if self._store else contextlib.nullcontext():
+                self.reader.read_slice(lo, hi, out)
+            return out[::step] if step > 0 else out[::-1][::-step]
         return self.gather(np.asarray(key).reshape(-1)).reshape(np.shape(key) + self.shape[1:])
 
     def numpy(self) -> np.ndarray:
@@ -163,7 +212,7 @@ class FeatureArray:
 
     def resident_share(self, ids) -> float:
         """Share of the pages of rows ``ids`` in the page cache (1.0 when not local)."""
-        if isinstance(self.reader, LocalRows):
+        if self.reader.supports_residency:
             ids = check_ids(ids, self.shape[0], self.name)
             with self._store._using(self.name) if self._store else contextlib.nullcontext():
                 return self.reader.resident_share(ids)
@@ -230,7 +279,7 @@ class Store:
         self.provenance: list[dict] = list(self.meta.provenance)
         self._specs: dict[str, ArraySpec] = {a.key: a for a in self.meta.arrays_expected()}
         self._root_real = os.path.realpath(self.loc.root) if self.loc.is_local else None
-        self._arrays: dict[str, LocalRows | ZarrRows] = {}
+        self._arrays: dict[str, RowReader] = {}
         self._csc: dict[EdgeType, tuple[np.ndarray, np.ndarray]] = {}
         self._lock = threading.RLock()
         self._gate = threading.Lock()  # guards _inflight and _closed (a bare lock: ~0.2 us)
@@ -244,7 +293,8 @@ class Store:
         return (_reopen, (self._args,))
 
     def __repr__(self) -> str:
-        return f"Store({self.url!r}, node_types={self.node_types}, edge_types={len(self.edge_types)})"
+        return (f"Store({self.url!r}, node_types={self.node_types}, "
+                f"edge_types={len(self.edge_types)})")
 
     def __enter__(self) -> Store:
         return self
@@ -254,6 +304,7 @@ class Store:
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
         return self._closed
 
     def close(self) -> None:
@@ -341,18 +392,22 @@ class Store:
     # -- schema -------------------------------------------------------------------------
     @property
     def complete(self) -> bool:
+        """Whether the writer committed the store (always true unless ``allow_incomplete``)."""
         return self.meta.complete
 
     @property
     def node_types(self) -> list[str]:
+        """The node types, sorted."""
         return sorted(self.meta.node_types)
 
     @property
     def edge_types(self) -> list[EdgeType]:
+        """The edge types (:class:`~featurestore.EdgeType` ``(src, rel, dst)``), schema order."""
         return [e.etype for e in self.meta.edge_types]
 
     @property
     def split_names(self) -> list[str]:
+        """The names of the splits (``train``, ``valid``, ...), sorted."""
         return sorted(self.meta.splits)
 
     def resolve_ntype(self, ntype: str | None = None) -> str:
@@ -458,19 +513,58 @@ class Store:
         return top + 1
 
     def num_nodes(self, ntype: str | None = None) -> int:
+        """Return the number of nodes of a node type.
+
+        Parameters
+        ----------
+        ntype
+            The node type; ``None`` means the only one.
+
+        Raises
+        ------
+        UnknownNodeTypeError
+            ``ntype`` is not a node type of the store (or ``None`` with several).
+        """
         return self.meta.node_types[self.resolve_ntype(ntype)].num_nodes
 
     def num_edges(self, etype=None) -> int:
+        """Return the number of edges of an edge type.
+
+        Parameters
+        ----------
+        etype
+            ``(src, rel, dst)``, a relation name that names one edge type, or ``None`` for the
+            only edge type.
+
+        Raises
+        ------
+        UnknownEdgeTypeError
+            ``etype`` names no edge type, or several.
+        """
         return self._etype(etype)[1].num_edges
 
     def feature_names(self, ntype: str | None = None) -> list[str]:
+        """Return the names of a node type's feature arrays (2-D, read by :meth:`features`), sorted.
+
+        Parameters
+        ----------
+        ntype
+            The node type; ``None`` means the only one.
+        """
         return sorted(self.meta.node_types[self.resolve_ntype(ntype)].features)
 
     def value_names(self, ntype: str | None = None) -> list[str]:
+        """Return the names of a node type's per-node value arrays (read by :meth:`values`), sorted.
+
+        Parameters
+        ----------
+        ntype
+            The node type; ``None`` means the only one.
+        """
         return sorted(self.meta.node_types[self.resolve_ntype(ntype)].values)
 
     # -- arrays -------------------------------------------------------------------------
-    def row_reader(self, key: str) -> LocalRows | ZarrRows:
+    def row_reader(self, key: str) -> RowReader:
         """Return the (cached) row reader of the array at `key`, opening it on first use."""
         with self._lock:
             self._check_open(key)
@@ -487,10 +581,11 @@ class Store:
             real = os.path.realpath(path)
             if not real.startswith(self._root_real + os.sep):
                 raise UnsafePathError(f"Array {key} of {self.url} resolves to {real}, outside "
-                                      f"the store directory {self._root_real}. Refusing to read it.")
+                                      f"the store directory {self._root_real}. "
+                                      "Refusing to read it.")
         return path
 
-    def _open_rows(self, key: str) -> LocalRows | ZarrRows:
+    def _open_rows(self, key: str) -> RowReader:
         spec = self._specs[key]
         file = self._confined(key, self.loc.path(f"{key}/zarr.json"))
         try:
@@ -514,7 +609,7 @@ class Store:
         except Exception as e:  # zarr's own metadata errors
             raise CorruptStoreError(f"zarr cannot open array {key} of {self.url} ({file}): "
                                     f"{type(e).__name__}: {e}") from e
-        return ZarrRows(z, cache_bytes=self.cache_bytes)
+        return ZarrRows(z, cache_bytes=self.cache_bytes, name=f"{self.url}/{key}")
 
     def _check_chunks_present(self, key: str, meta: dict) -> None:
         """Every chunk (shard) file of a zarr-read array exists: zarr reads a missing one as
@@ -547,7 +642,7 @@ class Store:
             except FeatureStoreError:
                 raise
             except Exception as e:
-                if isinstance(rows, ZarrRows):
+                if not rows.is_local:
                     raise CorruptStoreError(f"Could not read array {key} of {self.url}: "
                                             f"{type(e).__name__}: {e}") from e
                 raise
@@ -587,7 +682,7 @@ class Store:
                 return False
             for part, key in (("indptr", kp), ("indices", ki)):
                 rows = self._arrays.get(key)
-                if not isinstance(rows, LocalRows):
+                if rows is None or not rows.is_local:
                     return False
                 st = os.stat(rows.path)
                 if [st.st_size, st.st_mtime_ns] != r[part]:
@@ -597,6 +692,27 @@ class Store:
         return True
 
     def features(self, ntype: str | None = None, name: str = "feat") -> FeatureArray:
+        """Return a node type's feature array, for row gathers.
+
+        Parameters
+        ----------
+        ntype
+            The node type; ``None`` means the only one.
+        name
+            The feature's name (``"feat"`` unless the store was written with others).
+
+        Returns
+        -------
+        FeatureArray
+            The array; its row reader is opened on first use and shared by later calls.
+
+        Raises
+        ------
+        UnknownNodeTypeError, UnknownFeatureError
+            No such node type, or no such feature of it.
+        StoreChangedError
+            The store was rewritten since it was opened.
+        """
         nt = self.resolve_ntype(ntype)
         feats = self.meta.node_types[nt].features
         if name not in feats:

@@ -40,32 +40,41 @@ INDEX_DTYPES = ("int32", "int64")
 
 @dataclass(frozen=True)
 class FeatureSchema:
+    """A feature array of a node type: dtype, row shape, compressed or not."""
+
     name: str
     dtype: np.dtype
     shape: tuple[int, ...]
     compressed: bool = False
 
     def to_attrs(self) -> dict:
+        """Return the JSON form of the root ``zarr.json``'s schema."""
         return {"dtype": self.dtype.name, "shape": list(self.shape), "compressed": self.compressed}
 
 
 @dataclass(frozen=True)
 class ValueSchema:
+    """A per-node 1-D value array of a node type (``label``, ``year``, ...)."""
+
     name: str
     dtype: np.dtype
 
     def to_attrs(self) -> dict:
+        """Return the JSON form of the root ``zarr.json``'s schema."""
         return {"dtype": self.dtype.name}
 
 
 @dataclass(frozen=True)
 class NodeTypeSchema:
+    """A node type: its node count, feature arrays and value arrays."""
+
     name: str
     num_nodes: int
     features: Mapping[str, FeatureSchema] = field(default_factory=dict)
     values: Mapping[str, ValueSchema] = field(default_factory=dict)
 
     def to_attrs(self) -> dict:
+        """Return the JSON form of the root ``zarr.json``'s schema."""
         return {"num_nodes": self.num_nodes,
                 "features": {k: f.to_attrs() for k, f in self.features.items()},
                 "values": {k: v.to_attrs() for k, v in self.values.items()}}
@@ -73,6 +82,8 @@ class NodeTypeSchema:
 
 @dataclass(frozen=True)
 class EdgeTypeSchema:
+    """An edge type: ``(src, rel, dst)``, its edge count and the dtype of its indices."""
+
     etype: EdgeType
     num_edges: int
     indices_dtype: np.dtype
@@ -80,17 +91,21 @@ class EdgeTypeSchema:
 
     @property
     def src(self) -> str:
+        """The source node type."""
         return self.etype.src
 
     @property
     def rel(self) -> str:
+        """The relation name."""
         return self.etype.rel
 
     @property
     def dst(self) -> str:
+        """The destination node type."""
         return self.etype.dst
 
     def to_attrs(self) -> dict:
+        """Return the JSON form of the root ``zarr.json``'s schema."""
         return {"src": self.src, "rel": self.rel, "dst": self.dst, "num_edges": self.num_edges,
                 "layout": self.layout, "indices_dtype": self.indices_dtype.name}
 
@@ -180,6 +195,91 @@ _KNOWN = ("format", "format_version", "complete", "writer_version", "generation"
           "arrays", "provenance")
 
 
+def _parse_node_types(P: _Parser, schema: dict, file: str) -> dict:
+    """The node types of a raw schema, checked."""
+    nts = {}
+    for nt, spec in P.get(schema, "node_types", "schema", dict).items():
+        path = f"schema.node_types.{nt}"
+        P.name("node type", nt, path)
+        if not isinstance(spec, dict):
+            raise P.fail(path, f"expected an object, got {json_repr(spec)}")
+        n = P.get(spec, "num_nodes", path, int)
+        feats = {}
+        for name, f in P.get(spec, "features", path, dict, default={}).items():
+            fp = f"{path}.features.{name}"
+            P.name("feature", name, fp)
+            if not isinstance(f, dict):
+                raise P.fail(fp, f"expected an object, got {json_repr(f)}")
+            shape = P.get(f, "shape", fp, list)
+            if len(shape) > 32:
+                raise P.fail(f"{fp}.shape", f"expected at most 32 dimensions, got {len(shape)}")
+            shape = tuple(P.count(s, f"{fp}.shape[{i}]") for i, s in enumerate(shape))
+            feats[name] = FeatureSchema(name, parse_dtype(P.get(f, "dtype", fp, str),
+                                                          f"{file}: {fp}.dtype"),
+                                        shape, P.get(f, "compressed", fp, bool, default=False))
+        vals = {}
+        for name, v in P.get(spec, "values", path, dict, default={}).items():
+            vp = f"{path}.values.{name}"
+            P.name("value", name, vp)
+            if not isinstance(v, dict):
+                raise P.fail(vp, f"expected an object, got {json_repr(v)}")
+            vals[name] = ValueSchema(name, parse_dtype(P.get(v, "dtype", vp, str),
+                                                       f"{file}: {vp}.dtype"))
+        nts[nt] = NodeTypeSchema(nt, n, _frozen(feats), _frozen(vals))
+
+    return nts
+
+
+def _parse_edge_types(P: _Parser, schema: dict, nts: dict) -> list:
+    """The edge types of a raw schema, checked against its node types."""
+    ets = []
+    seen = set()
+    for i, e in enumerate(P.get(schema, "edge_types", "schema", list)):
+        path = f"schema.edge_types[{i}]"
+        if not isinstance(e, dict):
+            raise P.fail(path, f"expected an object, got {json_repr(e)}")
+        src = P.name("node type", P.get(e, "src", path, str), f"{path}.src")
+        rel = P.name("relation", P.get(e, "rel", path, str), f"{path}.rel")
+        dst = P.name("node type", P.get(e, "dst", path, str), f"{path}.dst")
+        for side, t in (("src", src), ("dst", dst)):
+            if t not in nts:
+                raise P.fail(f"{path}.{side}", f"node type {t!r} is not in schema.node_types "
+                                               f"{sorted(nts)}")
+        et = EdgeType(src, rel, dst)
+        if et in seen:
+            raise P.fail(path, f"edge type {tuple(et)} appears twice")
+        seen.add(et)
+        layout = P.get(e, "layout", path, str, default="csc")
+        if layout != "csc":
+            raise P.fail(f"{path}.layout", f"expected 'csc', got {layout!r}")
+        idt = P.get(e, "indices_dtype", path, str)
+        if idt not in INDEX_DTYPES:
+            raise P.fail(f"{path}.indices_dtype",
+                         f"expected one of {INDEX_DTYPES}, got {idt!r}")
+        ets.append(EdgeTypeSchema(et, P.get(e, "num_edges", path, int), np.dtype(idt), layout))
+
+    return ets
+
+
+def _parse_splits(P: _Parser, schema: dict, nts: dict) -> dict:
+    """The splits of a raw schema, checked against its node types."""
+    splits = {}
+    for name, per in P.get(schema, "splits", "schema", dict, default={}).items():
+        path = f"schema.splits.{name}"
+        P.name("split", name, path)
+        if not isinstance(per, dict):
+            raise P.fail(path, f"expected an object, got {json_repr(per)}")
+        counts = {}
+        for nt, c in per.items():
+            P.name("node type", nt, f"{path}.{nt}")
+            if nt not in nts:
+                raise P.fail(f"{path}.{nt}", f"node type {nt!r} is not in schema.node_types")
+            counts[nt] = P.count(c, f"{path}.{nt}")
+        splits[name] = _frozen(counts)
+
+    return splits
+
+
 @dataclass(frozen=True)
 class StoreSchema:
     """Everything the root ``zarr.json`` of a store says, typed and checked."""
@@ -221,74 +321,9 @@ class StoreSchema:
             raise P.fail("generation", "expected a non-empty string")
         schema = P.get(attrs, "schema", "", dict)
 
-        nts = {}
-        for nt, spec in P.get(schema, "node_types", "schema", dict).items():
-            path = f"schema.node_types.{nt}"
-            P.name("node type", nt, path)
-            if not isinstance(spec, dict):
-                raise P.fail(path, f"expected an object, got {json_repr(spec)}")
-            n = P.get(spec, "num_nodes", path, int)
-            feats = {}
-            for name, f in P.get(spec, "features", path, dict, default={}).items():
-                fp = f"{path}.features.{name}"
-                P.name("feature", name, fp)
-                if not isinstance(f, dict):
-                    raise P.fail(fp, f"expected an object, got {json_repr(f)}")
-                shape = P.get(f, "shape", fp, list)
-                if len(shape) > 32:
-                    raise P.fail(f"{fp}.shape", f"expected at most 32 dimensions, got {len(shape)}")
-                shape = tuple(P.count(s, f"{fp}.shape[{i}]") for i, s in enumerate(shape))
-                feats[name] = FeatureSchema(name, parse_dtype(P.get(f, "dtype", fp, str),
-                                                              f"{file}: {fp}.dtype"),
-                                            shape, P.get(f, "compressed", fp, bool, default=False))
-            vals = {}
-            for name, v in P.get(spec, "values", path, dict, default={}).items():
-                vp = f"{path}.values.{name}"
-                P.name("value", name, vp)
-                if not isinstance(v, dict):
-                    raise P.fail(vp, f"expected an object, got {json_repr(v)}")
-                vals[name] = ValueSchema(name, parse_dtype(P.get(v, "dtype", vp, str),
-                                                           f"{file}: {vp}.dtype"))
-            nts[nt] = NodeTypeSchema(nt, n, _frozen(feats), _frozen(vals))
-
-        ets = []
-        seen = set()
-        for i, e in enumerate(P.get(schema, "edge_types", "schema", list)):
-            path = f"schema.edge_types[{i}]"
-            if not isinstance(e, dict):
-                raise P.fail(path, f"expected an object, got {json_repr(e)}")
-            src = P.name("node type", P.get(e, "src", path, str), f"{path}.src")
-            rel = P.name("relation", P.get(e, "rel", path, str), f"{path}.rel")
-            dst = P.name("node type", P.get(e, "dst", path, str), f"{path}.dst")
-            for side, t in (("src", src), ("dst", dst)):
-                if t not in nts:
-                    raise P.fail(f"{path}.{side}", f"node type {t!r} is not in schema.node_types "
-                                                   f"{sorted(nts)}")
-            et = EdgeType(src, rel, dst)
-            if et in seen:
-                raise P.fail(path, f"edge type {tuple(et)} appears twice")
-            seen.add(et)
-            layout = P.get(e, "layout", path, str, default="csc")
-            if layout != "csc":
-                raise P.fail(f"{path}.layout", f"expected 'csc', got {layout!r}")
-            idt = P.get(e, "indices_dtype", path, str)
-            if idt not in INDEX_DTYPES:
-                raise P.fail(f"{path}.indices_dtype", f"expected one of {INDEX_DTYPES}, got {idt!r}")
-            ets.append(EdgeTypeSchema(et, P.get(e, "num_edges", path, int), np.dtype(idt), layout))
-
-        splits = {}
-        for name, per in P.get(schema, "splits", "schema", dict, default={}).items():
-            path = f"schema.splits.{name}"
-            P.name("split", name, path)
-            if not isinstance(per, dict):
-                raise P.fail(path, f"expected an object, got {json_repr(per)}")
-            counts = {}
-            for nt, c in per.items():
-                P.name("node type", nt, f"{path}.{nt}")
-                if nt not in nts:
-                    raise P.fail(f"{path}.{nt}", f"node type {nt!r} is not in schema.node_types")
-                counts[nt] = P.count(c, f"{path}.{nt}")
-            splits[name] = _frozen(counts)
+        nts = _parse_node_types(P, schema, file)
+        ets = _parse_edge_types(P, schema, nts)
+        splits = _parse_splits(P, schema, nts)
 
         arrays = P.get(attrs, "arrays", "", list, default=[])
         for i, key in enumerate(arrays):
@@ -325,6 +360,7 @@ class StoreSchema:
 
     # -- lookups ----------------------------------------------------------------------
     def edge_type(self, et: EdgeType) -> EdgeTypeSchema:
+        """Return the schema of edge type ``et`` (``KeyError`` when absent)."""
         for e in self.edge_types:
             if e.etype == et:
                 return e
@@ -352,6 +388,7 @@ class StoreSchema:
         return out
 
     def array_spec(self, key: str) -> ArraySpec:
+        """Return the spec of the array at ``key`` (``KeyError`` when absent)."""
         for a in self.arrays_expected():
             if a.key == key:
                 return a

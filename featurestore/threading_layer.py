@@ -15,7 +15,8 @@ which is TBB, falling back to ``workqueue`` where TBB cannot be loaded. TBB come
 first (numba's ``tbbpool`` extension then links against it by name).
 
 A user's own choice wins: with ``NUMBA_THREADING_LAYER`` set in the environment (or
-``numba.config.THREADING_LAYER`` set before ``import featurestore``), or once a parallel kernel has run (the layer is then fixed for the process), nothing is changed.
+``numba.config.THREADING_LAYER`` set before ``import featurestore``), or once a parallel
+kernel has run (the layer is then fixed for the process), nothing is changed.
 """
 
 from __future__ import annotations
@@ -94,8 +95,9 @@ def choose() -> str | None:
     set, or the layer already running).
     """
     tbb_loadable()  # also when the user asked for tbb (or "safe"): pip's libtbb is off the path
+    # set in the environment, in code or in .numba_config.yaml
     if os.environ.get("NUMBA_THREADING_LAYER") or \
-            str(numba.config.THREADING_LAYER).lower() not in ("default", ""):  # set in code or .numba_config.yaml
+            str(numba.config.THREADING_LAYER).lower() not in ("default", ""):
         return None
     if _launched():
         try:

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 import google_crc32c
 import numpy as np
 
-from ._integrity import (CHECKSUM_ALGORITHM, CHECKSUM_ATTR, _first_decrease,
-                         _first_out_of_range, file_checksums, native)
-from ._kernels import id_range
+from ._integrity import (CHECKSUM_ALGORITHM, CHECKSUM_ATTR, _first_decrease, file_checksums,
+                         native)
 from ._shard import MISSING, ShardLayout, check_shard_file
 from .errors import CorruptStoreError, FeatureStoreError, UnsafePathError
 from .reader import Store, open_store
 from .schema import ArraySpec, check_array_meta
+from .validate import first_out_of_range
 
 __all__ = ["verify_store", "verify_report", "VerifyReport"]
 
@@ -47,6 +47,7 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """Whether no problem was found."""
         return not self.problems
 
 
@@ -98,11 +99,10 @@ def verify_report(url, *, storage_options=None, full: bool = True, data: bool = 
                     rep.problems.append(f"{key}: {err}")
                     continue
                 n = store.num_nodes(nt)
-                if ids.size:
-                    lo, hi = id_range(ids)
-                    if lo < 0 or hi >= n:
-                        rep.problems.append(f"split {name}/{nt}: id {int(lo if lo < 0 else hi)} "
-                                            f"outside [0, {n})")
+                bad = first_out_of_range(ids, n)
+                if bad >= 0:
+                    rep.problems.append(f"split {name}/{nt}: id {int(ids[bad])} at position "
+                                        f"{bad} outside [0, {n})")
     finally:
         store.close()
     return rep
@@ -267,7 +267,7 @@ def _check_csc(store: Store, et, num_edges: int, kp: str, ki: str) -> list[str]:
     if indices.shape[0] != num_edges:
         out.append(f"{where}: {indices.shape[0]} indices, but {num_edges} edges")
     n_src = store.num_nodes(et.src)
-    j = int(_first_out_of_range(indices, np.int64(n_src)))
+    j = first_out_of_range(indices, n_src)
     if j >= 0:
         out.append(f"{where}: source id {int(indices[j])} at edge {j} outside [0, {n_src})")
     return out

@@ -18,12 +18,13 @@ import numpy as np
 
 from . import __version__
 from . import format as fmt
-from ._kernels import id_range
 from ._integrity import layout_checksums, record_checksums, topology_records
+from .validate import first_out_of_range
 from .location import Location
 from ._shard import ShardWriter, zarr_array_kwargs
 from .lock import LOCK_NAME, WriteLock
-from .errors import (IncompleteStoreError, NotAStoreError, SchemaError, StoreExistsError, UnknownNodeTypeError,
+from .errors import (IncompleteStoreError, NotAStoreError, SchemaError, StoreExistsError,
+                     UnknownNodeTypeError,
                      UnsafePathError)
 from .format import EdgeType
 
@@ -141,6 +142,7 @@ class StoreWriter:
     # -- bookkeeping ----------------------------------------------------------------
     @property
     def schema(self) -> dict[str, Any]:
+        """The schema being written (the raw JSON dict of the root attributes)."""
         return self.attrs["schema"]
 
     def _save(self) -> None:
@@ -297,11 +299,10 @@ class StoreWriter:
             if b.ndim != 1 or (b.size and b.dtype.kind not in "iu"):
                 raise SchemaError(f"Expected 1-D integer indices for {et}. "
                                   f"Got {b.dtype} of shape {b.shape} instead.")
-            if b.size and validate:
-                lo, hi = id_range(b)
-                if lo < 0 or hi >= num_src:
-                    raise SchemaError(f"Expected source ids in [0, {num_src}) for {et}. "
-                                      f"Got {int(lo if lo < 0 else hi)} near edge {at}.")
+            bad = first_out_of_range(b, num_src) if b.size and validate else -1
+            if bad >= 0:
+                raise SchemaError(f"Expected source ids in [0, {num_src}) for {et}. "
+                                  f"Got {int(b[bad])} at edge {at + bad}.")
 
         self._write(fmt.edge_key(et, "indptr"), (num_dst + 1,), np.dtype(np.int64),
                     iter_blocks(indptr))
@@ -370,11 +371,10 @@ class StoreWriter:
             raise SchemaError(f"Expected 1-D integer ids for split {name!r}. "
                               f"Got {arr.dtype} of shape {arr.shape} instead.")
         arr = arr.astype(np.int64, copy=False)
-        if arr.size:
-            lo, hi = id_range(arr)
-            if lo < 0 or hi >= n:
-                raise SchemaError(f"Expected ids in [0, {n}) for split {name!r} of {ntype!r}. "
-                                  f"Got {int(lo if lo < 0 else hi)} instead.")
+        bad = first_out_of_range(arr, n)
+        if bad >= 0:
+            raise SchemaError(f"Expected ids in [0, {n}) for split {name!r} of {ntype!r}. "
+                              f"Got {int(arr[bad])} at position {bad} instead.")
         self._write(fmt.split_key(name, ntype), (arr.shape[0],), np.dtype(np.int64),
                     iter_blocks(arr))
         self.schema.setdefault("splits", {}).setdefault(name, {})[ntype] = int(arr.shape[0])
@@ -390,7 +390,7 @@ class StoreWriter:
 
     def commit(self) -> None:
         """Mark the store complete. Readers accept it from now on."""
-        for nt, spec in self.schema["node_types"].items():
+        for nt in self.schema["node_types"]:
             if fmt.orig_id_key(nt) not in self.attrs.get("arrays", []):
                 raise IncompleteStoreError(f"Node type {nt!r} of {self.url} has no orig_id array.")
         generation = uuid.uuid4().hex

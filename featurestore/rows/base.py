@@ -1,0 +1,179 @@
+"""The row-reader contract: what :class:`~featurestore.FeatureArray` asks of a backend.
+
+A row reader holds one 2-D (or 1-D) array of the store and answers two trusted calls:
+:meth:`RowReader.gather` (rows by id, ids already validated) and :meth:`RowReader.read_slice`
+(a contiguous range of rows). Validation happens once, at the public edge
+(:meth:`FeatureArray.gather <featurestore.FeatureArray.gather>` with
+:func:`featurestore.check_ids`); a reader trusts its input.
+
+Capabilities are class flags, not methods that raise at run time:
+
+``is_local``
+    The rows live in a local file (memory maps, ``pread``, page-cache hints apply).
+``supports_residency``
+    :meth:`RowReader.resident_share` measures the page cache (else it answers 1.0).
+
+Backends: :class:`~featurestore.rows.local.LocalRows` (local uncompressed shard file),
+:class:`~featurestore.rows.ranges.RangeRows` (remote uncompressed shard file, row byte
+ranges) and :class:`~featurestore.rows.zarr.ZarrRows` (anything else, through zarr).
+:mod:`featurestore.testing` holds the conformance tests every backend passes.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import ClosedStoreError
+
+__all__ = ["RowReader", "ForkSafePool"]
+
+
+class ForkSafePool:
+    """A thread pool made on first use, and made again in a forked child.
+
+    Threads do not survive ``fork``: a child that inherited a pool would queue work that no
+    thread runs. :meth:`get` compares the process id with the one that made the pool.
+
+    Parameters
+    ----------
+    threads
+        Worker threads of the pool.
+    prefix
+        Thread name prefix (``fs-pread``, ``fs-zarr``, ...).
+    """
+
+    def __init__(self, threads: int, prefix: str):
+        self.threads = int(threads)
+        self.prefix = prefix
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid = -1
+        self._lock = threading.Lock()
+
+    def get(self) -> ThreadPoolExecutor:
+        """Return this process's executor, making it on first use (or first use after fork)."""
+        with self._lock:
+            if self._pool is None or self._pid != os.getpid():
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=self.prefix)
+                self._pid = os.getpid()
+            return self._pool
+
+    def shutdown(self) -> None:
+        """Stop this process's threads (a pool inherited through fork is only dropped)."""
+        with self._lock:
+            if self._pool is not None and self._pid == os.getpid():
+                self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+class RowReader(abc.ABC):
+    """Rows of one array of the store: trusted gathers and slices.
+
+    Parameters
+    ----------
+    shape
+        The array's shape (rows first).
+    dtype
+        The array's dtype.
+    name
+        A name for messages (the file or URL read).
+
+    Notes
+    -----
+    Subclasses implement :meth:`_gather`, :meth:`_read_slice` and :meth:`_close`; the public
+    methods add the empty and closed cases. Every method may be called from several threads
+    at once, and in a child process after ``fork`` (use :class:`ForkSafePool` for threads).
+    """
+
+    #: the rows live in a local file
+    is_local: ClassVar[bool] = False
+    #: :meth:`resident_share` measures the page cache
+    supports_residency: ClassVar[bool] = False
+
+    def __init__(self, shape: tuple[int, ...], dtype, name: str = ""):
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.name = name
+        self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, shape={self.shape}, dtype={self.dtype})"
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedStoreError(f"The row reader of {self.name} was closed. "
+                                   "Open the store again.")
+
+    def gather(self, ids: np.ndarray, out: np.ndarray, read_path: str = "auto") -> str:
+        """Fill ``out`` with rows ``ids``, in the order given (repeats allowed).
+
+        Parameters
+        ----------
+        ids
+            Validated 1-D integer ids in ``[0, shape[0])``, native byte order.
+        out
+            A C-contiguous array of shape ``(len(ids),) + shape[1:]`` and this dtype.
+        read_path
+            A backend hint (``"auto"``, ``"mmap"``, ``"pread"``, ...); others ignore it.
+
+        Returns
+        -------
+        str
+            The read path taken (``"none"`` for no ids).
+        """
+        self._check_open()
+        if ids.shape[0] == 0:
+            return "none"
+        return self._gather(ids, out, read_path)
+
+    def read_slice(self, start: int, stop: int, out: np.ndarray) -> None:
+        """Fill ``out`` with rows ``start:stop`` (``0 <= start <= stop <= shape[0]``).
+
+        Parameters
+        ----------
+        start, stop
+            The row range, validated by the caller.
+        out
+            A C-contiguous array of shape ``(stop - start,) + shape[1:]`` and this dtype.
+        """
+        self._check_open()
+        if stop > start:
+            self._read_slice(int(start), int(stop), out)
+
+    def array(self) -> np.ndarray:
+        """Return the whole array (local backends: a read-only memory map, zero-copy)."""
+        out = np.empty(self.shape, self.dtype)
+        self.read_slice(0, self.shape[0], out)
+        return out
+
+    def resident_share(self, ids: np.ndarray) -> float:
+        """Share of the pages of rows ``ids`` in the page cache (1.0 without residency)."""
+        return 1.0
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of this reader since it was opened (backend-specific keys)."""
+        return {}
+
+    def close(self) -> None:
+        """Release files, maps, connections and threads; later calls raise. Idempotent."""
+        if not self.closed:
+            self.closed = True
+            self._close()
+
+    @abc.abstractmethod
+    def _gather(self, ids: np.ndarray, out: np.ndarray, read_path: str) -> str:
+        """Trusted gather of at least one row."""
+
+    @abc.abstractmethod
+    def _read_slice(self, start: int, stop: int, out: np.ndarray) -> None:
+        """Trusted slice of at least one row."""
+
+    @abc.abstractmethod
+    def _close(self) -> None:
+        """Release what the backend holds (called once)."""

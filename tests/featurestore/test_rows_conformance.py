@@ -1,0 +1,62 @@
+"""The row-reader contract (featurestore.testing.RowReaderTests) for every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import zarr
+
+from featurestore.rows import LocalRows, ZarrRows
+from featurestore.testing import RowReaderTests, open_rows, write_array_store
+
+
+class TestLocalRows(RowReaderTests):
+    def make_reader(self, array):
+        r = open_rows(write_array_store(array, self.tmp_path / "s"), io_threads=4)
+        assert isinstance(r, LocalRows)
+        return r
+
+
+class TestLocalRowsFloat16(TestLocalRows):
+    dtype = np.dtype(np.float16)
+    dim = 100
+
+
+class TestZarrRows(RowReaderTests):
+    def make_reader(self, array):
+        url = write_array_store(array, self.tmp_path / "s", compressors=zarr.codecs.ZstdCodec())
+        r = open_rows(url, cache_bytes=self.cache_bytes, io_threads=4)
+        assert isinstance(r, ZarrRows)
+        return r
+
+
+class TestZarrRowsSmallChunks(RowReaderTests):
+    """Chunks of 256 rows (24 KiB) against a 64 KiB cache: the LRU bound evicts."""
+
+    def make_reader(self, array):
+        z = zarr.create_array(store=str(self.tmp_path / "z"), shape=array.shape,
+                              dtype=array.dtype, chunks=(256, array.shape[1]),
+                              compressors=zarr.codecs.ZstdCodec())
+        z[...] = array
+        return ZarrRows(zarr.open_array(str(self.tmp_path / "z"), mode="r"),
+                        cache_bytes=self.cache_bytes, io_threads=4, name="small-chunks")
+
+
+def test_local_uncached_reads_at_every_density(tmp_path, monkeypatch):
+    """The direct and dontneed paths with several dense spans (a small dense scratch)."""
+    import featurestore.rows.local as L
+
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((6000, 384)).astype(np.float16)
+    r = open_rows(write_array_store(a, tmp_path / "s"), io_threads=4)
+    monkeypatch.setattr(L, "DENSE_SCRATCH_BYTES", 64 << 10)
+    try:
+        for path in ("direct", "dontneed"):
+            for share in (0.002, 0.05, 0.3, 1.0):
+                ids = rng.permutation(rng.choice(a.shape[0], max(1, int(share * a.shape[0])),
+                                                 replace=False))
+                ids = np.concatenate([ids, ids[:7]])
+                out = np.empty((ids.size, 384), np.float16)
+                r.read_uncached(ids, out, path)
+                np.testing.assert_array_equal(out, a[ids])
+    finally:
+        r.close()
