@@ -1,0 +1,1 @@
+"""Benchmarks of the feature store, the preprocessing jobs and the loaders against peers."""

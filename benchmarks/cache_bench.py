@@ -19,21 +19,45 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 import featurestore as fs
 
+from .options import Sizes, opt
 from .report import machine_info
+from .workload import synthetic_store
 
 log = logging.getLogger(__name__)
 
 BUDGETS = (0.01, 0.02, 0.05, 0.10, 0.20)
-LABELS = {"degree-static": "degree static", "presample-static": "presample static",
-          "sieve": "SIEVE", "clock": "CLOCK", "lru": "LRU",
-          "belady-window": "Belady, {w}-batch lookahead", "belady": "Belady (offline optimum)",
-          "optimal-static": "optimal static (per epoch)"}
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    """What ``bench cache`` measures."""
+
+    workdir: str = opt("bench-data", "where the synthetic graph is made")
+    stores: tuple[str, ...] = opt((), "a store (repeat for several; default: the synthetic "
+                                  "graph)", metavar="PATH", flag="--store")
+    inputs: tuple[str, ...] = opt((), "seeds as TYPE:SPLIT or SPLIT (one for all stores, or "
+                                  "one per store; default train)", flag="--input")
+    nodes: int = opt(1_110_000, "nodes of the synthetic graph")
+    edges: int = opt(16_650_000, "edges of the synthetic graph")
+    fanouts: tuple[int, ...] = opt((15, 10, 5), "per hop from the seeds")
+    batch_size: int = opt(1024, "seeds per batch")
+    epochs: int = opt(3, "epochs sampled: the first presamples / warms, the others are measured")
+    budgets: tuple[float, ...] = opt((1, 2, 5, 10, 20), "cache sizes, % of the rows")
+    window: int = opt(4, "Belady's lookahead in batches")
+    max_batches: int | None = opt(None, "sample only the first N batches of an epoch")
+    seed: int = opt(0, "the loader's seed (order and draws)")
+
+    @classmethod
+    def at(cls, sz: Sizes, workdir: str) -> CacheOptions:
+        """The options at sizes ``sz``."""
+        return cls(workdir=workdir, nodes=sz.nodes, edges=sz.edges,
+                   batch_size=sz.sample_batch_size, max_batches=sz.cache_batches)
 
 
 @dataclass(frozen=True)
@@ -95,96 +119,31 @@ def run_one(t: Target, fanouts=(15, 10, 5), batch_size: int = 1024, epochs: int 
                 "replay": res.as_dict(), "table": table}
 
 
-def run(targets, fanouts=(15, 10, 5), batch_size: int = 1024, epochs: int = 3,
-        budgets=BUDGETS, window: int = 4, seed: int = 0, max_batches: int | None = None) -> dict:
-    """The ``cache`` report over ``targets`` (one failing store is recorded, not fatal)."""
+def run(o: CacheOptions) -> dict:
+    """The ``cache`` report over ``o.stores`` (one failing store is recorded, not fatal)."""
+    stores = list(o.stores or [synthetic_store(o.workdir, o.nodes, o.edges)])
+    inputs = list(o.inputs or ["train"])
+    if len(inputs) == 1:
+        inputs *= len(stores)
+    if len(inputs) != len(stores):
+        raise ValueError(f"Expected one --input for all stores or one per store. "
+                         f"Got {len(inputs)} for {len(stores)} stores instead.")
+    targets = [Target(s, i) for s, i in zip(stores, inputs)]
+    budgets = tuple(b / 100 for b in o.budgets)
     t0 = time.perf_counter()
     results = []
     for t in targets:
         try:
-            results.append(run_one(t, fanouts, batch_size, epochs, budgets, window, seed,
-                                   max_batches))
+            results.append(run_one(t, o.fanouts, o.batch_size, o.epochs, budgets, o.window,
+                                   o.seed, o.max_batches))
         except fs.FeatureStoreError as e:
             log.error("bench cache: %s: %s", t.store, e)
             results.append({"store": t.store, "label": t.label or t.store,
                             "error": f"{type(e).__name__}: {e}"})
-    first = targets[0].store if targets else "."
-    return {"benchmark": "cache", "machine": machine_info(os.path.dirname(
-                os.path.abspath(first))),
-            "options": {"fanouts": list(fanouts), "batch_size": batch_size, "epochs": epochs,
-                        "budgets": list(budgets), "window_batches": window, "seed": seed,
-                        "max_batches": max_batches,
-                        "targets": [t.__dict__ for t in targets]},
+    return {"benchmark": "cache",
+            "machine": machine_info(os.path.dirname(os.path.abspath(targets[0].store))),
+            "options": {"fanouts": list(o.fanouts), "batch_size": o.batch_size,
+                        "epochs": o.epochs, "budgets": list(budgets), "window_batches": o.window,
+                        "seed": o.seed, "max_batches": o.max_batches,
+                        "targets": [asdict(t) for t in targets]},
             "seconds": time.perf_counter() - t0, "results": results}
-
-
-# -- rendering ---------------------------------------------------------------------------------
-def _label(policy: str, window: int) -> str:
-    return LABELS[policy].format(w=window)
-
-
-def markdown(report: dict) -> str:
-    from .report import md_table
-
-    o = report["options"]
-    out = []
-    for r in report["results"]:
-        if "error" in r:
-            out += [f"**{r['label']}**: failed: {r['error']}", ""]
-            continue
-        budgets = sorted({row["budget"] for row in r["table"]})
-        out.append(
-            f"**{r['label']}** ({r['input']}, {r['num_inputs']:,} seeds; cache of "
-            f"`{r['ntype']}` rows: {r['num_rows']:,} x {r['row_bytes']} B): fanouts "
-            f"{o['fanouts']}, batch {o['batch_size']}, {r['epochs']} epochs of "
-            f"{r['batches_per_epoch']} batches" + ("" if r.get("whole_epochs", True)
-                                                   else " (the first batches of each epoch)")
-            + f"; {r['reads_per_batch']:,.0f} distinct rows per batch; rows touched per epoch "
-            + ", ".join(f"{x / r['num_rows']:.1%}" for x in r["rows_touched_per_epoch"])
-            + ". Hit rate (row reads served) over "
-            + (f"epochs 2-{r['epochs']}" if r["epochs"] > 2 else "epoch 2")
-            + "; the first epoch presamples (static) or warms (dynamic policies).")
-        out.append("")
-        head = ["policy"] + [f"{b:.0%} ({r['num_rows'] * b * r['row_bytes'] / 2**30:.2f} GiB)"
-                             if r['num_rows'] * b * r['row_bytes'] >= 2**28 else f"{b:.0%}"
-                             for b in budgets]
-        rows = []
-        for p in dict.fromkeys(row["policy"] for row in r["table"]):
-            cells = {row["budget"]: row for row in r["table"] if row["policy"] == p}
-            rows.append([_label(p, o["window_batches"])]
-                        + [f"{cells[b]['hit_rate']:.1%}" for b in budgets])
-        pre = {row["budget"]: row for row in r["table"] if row["policy"] == "presample-static"}
-        if pre:
-            rows.append(["presample static / optimal static"]
-                        + [f"{pre[b]['of_optimal_static']:.0%}" if pre[b]["of_optimal_static"]
-                           else None for b in budgets])
-        out += [md_table(head, rows), ""]
-        out.append(f"Sampling {r['record_seconds']:.1f} s, degrees {r['degree_seconds']:.1f} s, "
-                   f"replays {r['replay_seconds']:.1f} s ({r['row_reads']:,} row reads).")
-        out.append("")
-    return "\n".join(out).rstrip()
-
-
-def plots(report: dict, outdir: str) -> list[str]:
-    from .report import plot_lines
-
-    o = report["options"]
-    panels = []
-    for r in report["results"]:
-        if "error" in r:
-            continue
-        series = []
-        for p in dict.fromkeys(row["policy"] for row in r["table"]):
-            pts = sorted((row["budget"] * 100, row["hit_rate"]) for row in r["table"]
-                         if row["policy"] == p)
-            style = "k--" if p == "optimal-static" else (":" if p == "belady" else "-o")
-            series.append({"label": _label(p, o["window_batches"]), "x": [x for x, _ in pts],
-                           "y": [y for _, y in pts], "style": style})
-        panels.append({"title": f"{r['label']}: {r['num_rows']:,} {r['ntype']} rows, "
-                                f"{r['reads_per_batch']:,.0f} reads/batch", "series": series})
-    if not panels:
-        return []
-    return [plot_lines(os.path.join(outdir, "cache-hit-rate.png"), panels,
-                       "cache size (% of the rows)", "hit rate (row reads served)",
-                       f"Cache policies, fanouts {o['fanouts']}, batch {o['batch_size']}",
-                       logx=True, logy=False)]

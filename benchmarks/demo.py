@@ -27,6 +27,7 @@ def _cmd_demo(args) -> int:
 
 
 def register(sub) -> None:
+    """Add ``demo`` to the ``featurestore`` command line."""
     from preprocess.synth.demo import DEFAULT_SCALE
 
     p = sub.add_parser("demo", help="synth -> preprocess -> open -> gather -> train, on a small "

@@ -62,5 +62,6 @@ def train_steps(store_path: str, *, seed: int = 0, batches: int = 20, batch_size
     store.close()
     return [DemoStep("train", dt, seen, "seeds",
                      f"{len(losses)} batches of hetero GraphSAGE {list(fanouts)}, "
-                     f"{edges / dt:,.0f} sampled edges/s, loss {losses[0]:.2f} -> {losses[-1]:.2f}, "
+                     f"{edges / dt:,.0f} sampled edges/s, "
+                     f"loss {losses[0]:.2f} -> {losses[-1]:.2f}, "
                      f"{wait / dt:.0%} of the time waiting on data")]

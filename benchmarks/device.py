@@ -1,7 +1,8 @@
 """The storage's own limits: sequential GB/s and random 4 KiB reads at queue depth 1 and 32.
 
 Uses ``fio`` (direct I/O, so the page cache is bypassed) when it is installed, else a
-built-in probe: threads issuing ``pread`` on an ``O_DIRECT`` descriptor.
+built-in probe: threads issuing ``pread`` on an ``O_DIRECT`` descriptor. ``bench device``
+(:func:`run`) probes a file, a store or any directory.
 """
 
 from __future__ import annotations
@@ -12,9 +13,29 @@ import os
 import shutil
 import subprocess
 import threading
+import tempfile
 import time
+from dataclasses import dataclass
 
 import numpy as np
+
+from featurestore.errors import StoreNotFoundError
+
+from .options import opt
+
+#: smallest file the device is probed through (1 MiB sequential reads need room).
+MIN_PROBE_MIB = 4
+
+
+@dataclass(frozen=True)
+class DeviceOptions:
+    """What ``bench device`` measures."""
+
+    target: str = opt(".", "a file, a store or a directory on the device to probe",
+                      positional=True)
+    seconds: float = opt(5.0, "seconds per probe")
+    size_mib: int = opt(1024, "size of the temporary probe file when no file that large is there")
+    fio: bool = opt(True, "use fio when installed (else the built-in pread probe)")
 
 
 def _fio(path: str, rw: str, bs: str, iodepth: int, seconds: float, size: int) -> dict:
@@ -98,3 +119,55 @@ def pages_touched(ids: np.ndarray, row_bytes: int, page: int = 4096) -> int:
         return int(pages.size)
     allp = np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last)])
     return int(np.unique(allp).size)
+
+
+def _probe_file(target: str, size_mib: int) -> tuple[str, str | None]:
+    """The largest file under ``target`` of ``size_mib`` MiB, else a temporary one written
+    there; ``(path, the temporary file or None)``."""
+    if os.path.isfile(target):
+        if os.path.getsize(target) >= MIN_PROBE_MIB << 20:
+            return target, None
+        target = os.path.dirname(os.path.abspath(target))  # too small: probe beside it
+    if not os.path.isdir(target):
+        raise StoreNotFoundError(f"Expected a file, store or directory to probe at {target}. "
+                                 f"It does not exist.")
+    sizes = ((os.path.getsize(p), p) for d, _, names in os.walk(target)
+             for p in (os.path.join(d, n) for n in names) if os.path.isfile(p))
+    size, best = max(sizes, default=(-1, None))
+    if best is not None and size >= size_mib << 20:
+        return best, None
+    fd, tmp = tempfile.mkstemp(prefix=".fs-device-probe-", dir=target)
+    block = os.urandom(1 << 20)
+    with os.fdopen(fd, "wb") as f:
+        for _ in range(size_mib):
+            f.write(block)
+        f.flush()
+        os.fsync(f.fileno())
+    return tmp, tmp
+
+
+def run(o: DeviceOptions) -> dict:
+    """The device's limits under ``o.target``: the ``device`` report.
+
+    A store or directory is probed through its largest file when that holds at least
+    ``size_mib`` MiB, else through a temporary file of that size written there (then removed);
+    reads bypass the page cache (``O_DIRECT``), so the file's own cached pages do not count.
+    """
+    from .report import machine_info
+
+    size_mib = max(o.size_mib, MIN_PROBE_MIB)
+    use_fio = o.fio and shutil.which("fio") is not None
+    seconds = max(1, round(o.seconds)) if use_fio else o.seconds  # fio takes whole seconds
+    probe, tmp = _probe_file(o.target, size_mib)
+    try:
+        d = device_limits(probe, seconds=seconds, use_fio=use_fio)
+    finally:
+        if tmp:
+            os.remove(tmp)
+    d["target"] = os.path.abspath(o.target)
+    d["probe_file"] = "(a temporary file)" if tmp else probe
+    d["probe_file_bytes"] = size_mib << 20 if tmp else os.path.getsize(probe)
+    return {"benchmark": "device", "machine": machine_info(os.path.dirname(probe)),
+            "options": {"target": o.target, "seconds": seconds, "size_mib": size_mib,
+                        "tool": d["tool"]},
+            "results": {os.path.abspath(o.target): d}}

@@ -1,246 +1,233 @@
-"""Random row gathers: this store against ``np.memmap`` fancy indexing and zarr-python.
+"""Row gathers: rows/s and GB/s against batch size, row size and thread count, warm and cold.
 
-For each row layout (MAG240M's fp16 x 768, papers100M's fp32 x 128) and batch (dense: 100k
-ids, sparse: 30k ids, of 4M rows by default), gathers the same ids, warm (page cache
-filled) and cold (every mapping closed and the file's pages evicted before each trial), by
-three read paths on the same file: ``Store.features().gather``, ``np.memmap(...)[ids]`` and
-zarr's ``get_orthogonal_selection``. Medians of ``trials`` after a warm-up; the cold gather
-is set against the device's own random-read limit for the pages the ids touch.
-
-    python -m benchmarks.gather_bench --workdir /data/bench --rows 4000000
-    featurestore bench gather --workdir /data/bench
+``featurestore bench gather`` (and ``bench all``) run this on two synthetic stores (MAG240M's
+fp16 x 768 rows, papers100M's fp32 x 128) or on any local store (``--store``, ``--ntype``,
+``--feature``). For each batch size (1k to 200k ids, random and unsorted, as a training batch
+asks them), it times the same ids through ``Store.features().gather`` and ``np.memmap(...)[ids]``
+(and once, at ``zarr_batch``, zarr-python's ``get_orthogonal_selection``), warm (page cache
+filled, the reader kept open) and cold (every mapping closed and the file's pages evicted
+before each trial). A cold gather is set against the device's random 4 KiB read limit at queue
+depth 32 for the pages the ids touch (``share_of_device_limit`` = limit time / measured time;
+above 100% when dense batches coalesce into long runs that the device serves faster than random
+4 KiB reads, so the time to read the same pages sequentially is given as well). The thread
+sweep times the cold gather with 1 to 64 reads in flight (``io_threads``) against the device's
+limits at queue depth 1 and 32, and the warm gather with 1..cpus numba threads.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import logging
 import os
-import platform
-import statistics
-import sys
-import time
+from dataclasses import asdict, dataclass, replace
 
+import numba
 import numpy as np
 
 import featurestore as fs
-from benchmarks.device import device_limits, evict, pages_touched
+
+from .device import device_limits, evict, pages_touched
+from .options import Sizes, opt
+from .report import Timing, machine_info, timed_trials
+from .workload import LAYOUTS, synthetic_store
 
 log = logging.getLogger(__name__)
 
-LAYOUTS = {"fp16x768": (np.float16, 768), "fp32x128": (np.float32, 128)}
+BATCHES = (1_000, 10_000, 30_000, 100_000, 200_000)
+IO_THREADS = (1, 4, 16, 32, 64)
 
 
-def make_store(workdir: str, layout: str, rows: int, seed: int = 0) -> str:
-    """A one-feature store of random rows (reused when it already exists)."""
-    dtype, dim = LAYOUTS[layout]
-    path = os.path.join(workdir, f"gather-{layout}-{rows}")
-    try:
-        s = fs.open_store(path)
-        ok = s.features().shape == (rows, dim)
-        s.close()
-        if ok:
-            return path
-    except fs.FeatureStoreError:
-        pass
-    log.info("writing %s: %d x %d %s", path, rows, dim, np.dtype(dtype).name)
-    rng = np.random.default_rng(seed)
-    block = max(1, (64 << 20) // (dim * 4))
-    w = fs.create_store(path, mode="w")
-    w.add_node_type("n", rows)
-    w.add_features("n", "feat", (rng.random((min(block, rows - lo), dim), dtype=np.float32)
-                                 for lo in range(0, rows, block)), dtype=dtype, row_shape=(dim,))
-    w.commit()
-    return path
+@dataclass(frozen=True)
+class GatherOptions:
+    """What ``bench gather`` measures."""
+
+    workdir: str = opt("bench-data", "where the synthetic stores are made")
+    rows: int = opt(1_210_000, "rows of each synthetic store")
+    store: str | None = opt(None, "sweep this local store's feature array instead")
+    ntype: str | None = opt(None, "node type of --store (default: its only one)")
+    feature: str = opt("feat", "feature name of --store")
+    batch_sizes: tuple[int, ...] = opt(BATCHES, "ids per gather, comma-separated")
+    thread_counts: tuple[int, ...] = opt((1, 4, 16, 32), "reads in flight of the cold sweep")
+    thread_batch: int = opt(5_000, "ids per gather of the thread sweep")
+    trials: int = opt(3, "trials per measurement")
+    io_threads: int = opt(32, "reads in flight of the batch sweep")
+    zarr: bool = opt(True, "time zarr's get_orthogonal_selection at --zarr-batch")
+    zarr_batch: int = opt(10_000, "the batch size zarr is timed at")
+    device_seconds: float = opt(3.0, "seconds per device probe (0: no probe)")
+
+    @classmethod
+    def at(cls, sz: Sizes, workdir: str) -> GatherOptions:
+        """The options of ``bench all`` at sizes ``sz``."""
+        return cls(workdir=workdir, rows=sz.gather_rows, batch_sizes=sz.gather_batches,
+                   thread_counts=sz.thread_counts, thread_batch=sz.thread_batch, trials=sz.trials,
+                   zarr_batch=sz.zarr_batch, device_seconds=sz.device_seconds)
 
 
-def _shard_file(path: str) -> str:
-    return os.path.join(path, "nodes", "n", "features", "feat", "c", "0", "0")
+class GatherTarget:
+    """One feature array of a local store: where its shard file is and how its rows look."""
+
+    def __init__(self, path: str, ntype: str | None = None, feature: str = "feat"):
+        with fs.open_store(path) as s:
+            ntype = s.resolve_ntype(ntype)
+            F = s.features(ntype, feature)
+            file = getattr(F.reader, "path", None)
+            if getattr(F.reader, "is_local", True) is False or not (file and os.path.isfile(file)):
+                raise fs.FeatureStoreError(
+                    f"Expected an uncompressed local feature array for a gather benchmark at "
+                    f"{path} ({ntype}/{feature}). Got a {type(F.reader).__name__} read path "
+                    f"instead (remote or compressed).")
+            self.file = file
+            self.shape, self.dtype, self.row_bytes = F.shape, F.dtype, F.row_bytes
+        self.path, self.ntype, self.feature = path, ntype, feature
+        self.layout = f"{np.dtype(self.dtype).name} x {self.shape[1] if len(self.shape) > 1 else 1}"
+
+    def open(self, io_threads: int = 32):
+        """The store, opened afresh."""
+        return fs.open_store(self.path, io_threads=io_threads)
+
+    def features(self, store):
+        """The benchmarked feature array of an open ``store``."""
+        return store.features(self.ntype, self.feature)
+
+    def memmap(self):
+        """The shard file as ``np.memmap`` (the first peer)."""
+        return np.memmap(self.file, dtype=self.dtype, mode="r", shape=self.shape)
+
+    def zarr_array(self):
+        """The array opened by zarr-python (the second peer)."""
+        import zarr
+
+        return zarr.open_array(os.path.join(self.path, "nodes", self.ntype, "features",
+                                            self.feature), mode="r")
+
+    def evict(self) -> None:
+        """Collect dropped mappings and evict the shard file's pages (a cold trial)."""
+        gc.collect()
+        evict(self.file)
 
 
-def _time(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
-
-def _median_trials(fn, trials: int, cold: bool, file: str, setup=None, teardown=None):
-    times = []
-    for _ in range(trials):
-        state = None
-        if cold:
-            gc.collect()
-            evict(file)
-        if setup is not None:
-            state = setup()
-        times.append(_time(lambda: fn(state)))
-        if teardown is not None:
-            teardown(state)
-    return statistics.median(times), times
-
-
-def bench_case(path: str, batch: int, trials: int, io_threads: int, zarr_on: bool,
-               iops_qd32: float | None, seed: int = 1) -> list[dict]:
-    import zarr
-
-    store = fs.open_store(path, io_threads=io_threads)
-    F = store.features()
-    rows, row_bytes, dtype, shape = F.shape[0], F.row_bytes, F.dtype, F.shape
-    store.close()
-    file = _shard_file(path)
-    rng = np.random.default_rng(seed)
-    ids = rng.choice(rows, batch, replace=False)  # a training batch: unsorted, in random order
-    pages = pages_touched(ids, row_bytes)
-    gb = batch * row_bytes / 1e9
-
-    # the three read paths, each opened fresh in setup() so that cold trials are honest
-    def ours_setup():
-        return fs.open_store(path, io_threads=io_threads)
-
-    def ours(s):
-        s.features().gather(ids)
-
-    def ours_close(s):
-        s.close()
-
-    def mm_setup():
-        return np.memmap(file, dtype=dtype, mode="r", shape=shape)
-
-    def mm(m):
-        np.asarray(m[ids])
-
-    def z_setup():
-        return zarr.open_array(os.path.join(path, "nodes/n/features/feat"), mode="r")
-
-    def zr(z):
-        z.get_orthogonal_selection((ids, slice(None)))
-
-    # correctness first: all three agree
-    s = ours_setup()
-    ref = mm_setup()[ids]
-    assert np.array_equal(s.features().gather(ids), ref)
+def _methods(t: GatherTarget, ids: np.ndarray, io_threads: int, zarr_on: bool):
+    """``(name, setup, gather, teardown)`` of every read path."""
+    out = [("featurestore", lambda: t.open(io_threads), lambda s: t.features(s).gather(ids),
+            lambda s: s.close()),
+           ("np.memmap", t.memmap, lambda m: np.asarray(m[ids]), None)]
     if zarr_on:
-        assert np.array_equal(z_setup().get_orthogonal_selection((ids, slice(None))), ref)
-    s.close()
-    del ref
-
-    methods = [("featurestore", ours_setup, ours, ours_close), ("np.memmap", mm_setup, mm, None)]
-    if zarr_on:
-        methods.append(("zarr oindex", z_setup, zr, None))
-    out = []
-    for cache in ("warm", "cold"):
-        for name, setup, fn, teardown in methods:
-            # zarr takes a minute per multi-GB gather: one trial (still the same ids, same run)
-            n = trials if name != "zarr oindex" else 1
-            if cache == "warm":  # fill the page cache and keep one reader open, as training does
-                st = setup()
-                if name != "zarr oindex":  # zarr's pages are warm from the correctness check
-                    for _ in range(3):  # page tables and the allocator's free lists settle too
-                        fn(st)
-                    n = max(n, 7)
-                t, all_t = _median_trials(lambda _: fn(st), n, False, file)
-                if teardown:
-                    teardown(st)
-            else:
-                t, all_t = _median_trials(fn, n, True, file, setup, teardown)
-            rec = {"layout": f"{np.dtype(dtype).name} x {shape[1]}", "rows": rows,
-                   "batch": batch, "density": batch / rows, "cache": cache, "method": name,
-                   "seconds": t, "trials": all_t, "rows_per_s": batch / t, "GBps": gb / t,
-                   "pages_touched": pages}
-            if cache == "cold" and iops_qd32:
-                rec["device_limit_s"] = pages / iops_qd32
-                rec["share_of_device_limit"] = rec["device_limit_s"] / t
-            out.append(rec)
-            log.info("%s %s batch=%d %-12s %.4f s", rec["layout"], cache, batch, name, t)
-    for rec in out:  # ratios against the peers measured in the same run
-        mine = [r for r in out if r["cache"] == rec["cache"] and r["method"] == "featurestore"][0]
-        rec["speedup_of_featurestore"] = rec["seconds"] / mine["seconds"]
+        out.append(("zarr oindex", t.zarr_array,
+                    lambda z: z.get_orthogonal_selection((ids, slice(None))), None))
     return out
 
 
-def run(workdir: str, rows: int = 4_000_000, trials: int = 3, io_threads: int = 32,
-        batches=(("dense", 100_000), ("sparse", 30_000)), layouts=tuple(LAYOUTS),
-        zarr_on: bool = True, device_seconds: float = 5.0) -> dict:
-    os.makedirs(workdir, exist_ok=True)
+def _record(t: GatherTarget, method: str, cache: str, batch: int, timing: Timing,
+            pages: int, limits: dict | None, **extra) -> dict:
+    sec = timing.median
+    rec = {"layout": t.layout, "row_bytes": t.row_bytes, "rows": t.shape[0], "batch": batch,
+           "density": batch / t.shape[0], "cache": cache, "method": method, "seconds": sec,
+           "p95_seconds": timing.p95, "trials": list(timing.times), "rows_per_s": batch / sec,
+           "GBps": batch * t.row_bytes / sec / 1e9, "pages_touched": pages, **extra}
+    if cache == "cold" and limits and limits.get("randread_4k_qd32_iops"):
+        rec["device_limit_s"] = pages / limits["randread_4k_qd32_iops"]
+        rec["share_of_device_limit"] = rec["device_limit_s"] / sec
+        # the same pages read sequentially: the bound that dense batches (long coalesced runs
+        # of rows) approach, where the random 4 KiB limit is too pessimistic
+        if limits.get("seq_read_GBps"):
+            rec["device_seq_limit_s"] = pages * 4096 / (limits["seq_read_GBps"] * 1e9)
+    return rec
+
+
+def _check_peers_agree(t: GatherTarget, ids: np.ndarray, io_threads: int, zarr_on: bool) -> None:
+    with t.open(io_threads) as s:
+        ref = t.features(s).gather(ids)
+    if not np.array_equal(ref, np.asarray(t.memmap()[ids])):
+        raise AssertionError(f"np.memmap and featurestore disagree on {t.file}")
+    if zarr_on and not np.array_equal(
+            ref, t.zarr_array().get_orthogonal_selection((ids, slice(None)))):
+        raise AssertionError(f"zarr and featurestore disagree on {t.file}")
+
+
+def batch_sweep(t: GatherTarget, o: GatherOptions, limits: dict | None = None,
+                seed: int = 1) -> list[dict]:
+    """Warm and cold gathers of each batch size by every read path (zarr at one size)."""
+    out = []
+    rng = np.random.default_rng(seed)
+    for batch in o.batch_sizes:
+        batch = min(int(batch), t.shape[0])
+        ids = rng.choice(t.shape[0], batch, replace=False)
+        pages = pages_touched(ids, t.row_bytes)
+        zarr_on = o.zarr and batch == min(o.zarr_batch, t.shape[0])
+        _check_peers_agree(t, ids, o.io_threads, zarr_on)  # correctness first
+        recs = []
+        for cache in ("warm", "cold"):
+            for name, setup, fn, teardown in _methods(t, ids, o.io_threads, zarr_on):
+                slow = name == "zarr oindex"  # zarr: seconds to minutes a gather, one trial
+                cold = cache == "cold"
+                timing = timed_trials(fn, 1 if slow else o.trials, 0 if slow or cold else 1,
+                                      setup, teardown, t.evict, fresh=cold)
+                recs.append(_record(t, name, cache, batch, timing, pages, limits,
+                                    io_threads=o.io_threads))
+                log.info("gather %s %s batch=%d %-12s %.4f s", t.layout, cache, batch, name,
+                         timing.median)
+        for r in recs:  # ratios against the peers measured in the same run
+            mine = next(x for x in recs
+                        if x["cache"] == r["cache"] and x["method"] == "featurestore")
+            r["speedup_of_featurestore"] = r["seconds"] / mine["seconds"]
+        out += recs
+    return out
+
+
+def thread_sweep(t: GatherTarget, o: GatherOptions, limits: dict | None = None,
+                 seed: int = 2) -> list[dict]:
+    """Cold gathers with 1..64 reads in flight; warm gathers with 1..cpus numba threads."""
+    batch = min(o.thread_batch, t.shape[0])
+    ids = np.random.default_rng(seed).choice(t.shape[0], batch, replace=False)
+    pages = pages_touched(ids, t.row_bytes)
+    out = []
+    for k in o.thread_counts:
+        timing = timed_trials(lambda s: t.features(s).gather(ids, read_path="pread"), o.trials,
+                              0, lambda k=k: t.open(k), lambda s: s.close(), t.evict, fresh=True)
+        rec = _record(t, "featurestore", "cold", batch, timing, pages, limits, io_threads=k,
+                      sweep="io_threads")
+        if limits and limits.get("randread_4k_qd1_iops"):
+            rec["device_limit_qd1_s"] = pages / limits["randread_4k_qd1_iops"]
+        out.append(rec)
+        log.info("gather %s cold io_threads=%d %.4f s", t.layout, k, rec["seconds"])
+    before = numba.get_num_threads()
+    try:
+        for k in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(k)
+            timing = timed_trials(lambda s: t.features(s).gather(ids, read_path="mmap"),
+                                  o.trials, 1, t.open, lambda s: s.close())
+            out.append(_record(t, "featurestore", "warm", batch, timing, pages, limits,
+                               numba_threads=k, sweep="numba_threads"))
+    finally:
+        numba.set_num_threads(before)
+    return out
+
+
+def run(o: GatherOptions, device: dict | None = None, use_fio: bool | None = None) -> dict:
+    """The whole sweep; a report dict (see :mod:`benchmarks.report`).
+
+    ``device``: limits already measured on the same file system (``bench device``'s result);
+    else each target's file is probed for ``o.device_seconds`` per probe (0: no probe).
+    """
+    if o.store:
+        targets = [GatherTarget(o.store, o.ntype, o.feature)]
+    else:
+        targets = [GatherTarget(synthetic_store(o.workdir, o.rows, o.rows, lay))
+                   for lay in LAYOUTS]
     results, devices = [], {}
-    for layout in layouts:
-        path = make_store(workdir, layout, rows)
-        file = _shard_file(path)
-        if device_seconds > 0 and os.path.getsize(file) >= 64 << 20:
-            devices[layout] = device_limits(file, seconds=device_seconds)
-        iops = devices.get(layout, {}).get("randread_4k_qd32_iops")
-        for label, batch in batches:
-            for rec in bench_case(path, min(batch, rows), trials, io_threads, zarr_on, iops):
-                rec["batch_kind"] = label
-                results.append(rec)
-    return {"benchmark": "gather", "machine": _machine(), "options": {
-        "rows": rows, "trials": trials, "io_threads": io_threads, "workdir": workdir},
-        "device": devices, "results": results}
-
-
-def _machine() -> dict:
-    import numba
-    import zarr
-
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "numpy": np.__version__, "numba": numba.__version__,
-            "zarr": zarr.__version__, "featurestore": fs.__version__,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
-
-def table(report: dict) -> str:
-    """A markdown table of a report."""
-    lines = ["| row layout | batch | cache | read path | median s | rows/s | GB/s | "
-             "featurestore speed-up | share of device limit |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in report["results"]:
-        share = f"{r['share_of_device_limit']:.0%}" if "share_of_device_limit" in r else ""
-        lines.append(
-            f"| {r['layout']} | {r['batch']:,} of {r['rows'] / 1e6:g}M | {r['cache']} | "
-            f"{r['method']} | {r['seconds']:.4f} | {r['rows_per_s']:,.0f} | {r['GBps']:.2f} | "
-            f"{r['speedup_of_featurestore']:.1f}x | {share} |")
-    for layout, d in report["device"].items():
-        lines.append(f"\nDevice ({d['tool']}, on the {layout} file): sequential "
-                     f"{d['seq_read_GBps']:.2f} GB/s, random 4 KiB "
-                     f"{d['randread_4k_qd1_iops']:,.0f} IOPS at QD1, "
-                     f"{d['randread_4k_qd32_iops']:,.0f} IOPS at QD32.")
-    return "\n".join(lines)
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workdir", default="bench-data", help="where the feature stores are made")
-    p.add_argument("--rows", type=float, default=4e6, help="rows per feature array")
-    p.add_argument("--trials", type=int, default=3)
-    p.add_argument("--io-threads", type=int, default=32)
-    p.add_argument("--no-zarr", action="store_true", help="skip zarr's get_orthogonal_selection")
-    p.add_argument("--device-seconds", type=float, default=5.0,
-                   help="seconds per device probe (0: skip)")
-    p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
-    p.add_argument("--json", help="write the report as JSON here")
-
-
-def main_args(args) -> int:
-    rows, batches, trials = int(args.rows), (("dense", 100_000), ("sparse", 30_000)), args.trials
-    if args.quick:
-        rows, batches, trials = 20_000, (("dense", 2_000), ("sparse", 300)), 1
-    report = run(args.workdir, rows=rows, trials=trials, io_threads=args.io_threads,
-                 batches=batches, zarr_on=not args.no_zarr,
-                 device_seconds=0 if args.quick else args.device_seconds)
-    print(table(report))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
-    return 0
-
-
-def main(argv=None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return main_args(p.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    for t in targets:
+        limits = None
+        if device:
+            limits = devices[t.layout] = device
+        elif o.device_seconds > 0:
+            limits = devices[t.layout] = device_limits(t.file, seconds=o.device_seconds,
+                                                       use_fio=use_fio)
+        results += batch_sweep(t, o, limits)
+        if o.thread_counts:
+            results += thread_sweep(t, o, limits)
+    opts = asdict(replace(o, workdir=os.path.abspath(o.workdir)))
+    opts.update(stores=[t.path for t in targets], batches=list(o.batch_sizes),
+                zarr_batch=o.zarr_batch if o.zarr else None,
+                warmup="1 untimed gather before warm trials; cold trials evict first")
+    return {"benchmark": "gather", "machine": machine_info(targets[0].path),
+            "options": opts, "device": devices, "results": results}

@@ -1,15 +1,14 @@
 """Preprocessing throughput and memory: COO to CSC and feature chunking, out of core.
 
 Generates its inputs (streamed to disk, never held in RAM), runs each conversion in a child
-process (optionally under ``../shared/tools/memcap``) and reports edges/s, GB/s and peak
-anonymous memory. ``edges --scipy`` also runs scipy's in-memory
-``coo_matrix((data, (row, col))).tocsc()`` on the same edges, alternating with ours, and
-prints the ratios of the medians::
+process (under ``memcap`` with ``--memcap SIZE``) and reports edges/s, GB/s and peak anonymous
+memory. With scipy (the default; ``--no-scipy`` skips it) the ``edges`` part also runs scipy's
+in-memory ``coo_matrix((data, (row, col))).tocsc()`` on the same edges, alternating with ours,
+and reports the ratios of the medians::
 
-    python -m benchmarks.preprocess_bench edges --edges 100M --nodes 10M --memory 640MiB --scipy
-    python -m benchmarks.preprocess_bench edges --edges 400M --nodes 50M --memory 700MiB --memcap 1G
-    python -m benchmarks.preprocess_bench features --rows 16M --dim 128 --memory 512MiB --memcap 1G
-    python -m benchmarks.preprocess_bench edges --edges 1M --nodes 100k --scipy --repeat 1  # quick
+    featurestore bench preprocess --edges 100M --nodes 10M --memory 640MiB
+    featurestore bench preprocess --edges 400M --nodes 50M --memory 700MiB --memcap 1G --verify
+    featurestore bench preprocess --parts features --feature-rows 16M --memory 512MiB --memcap 1G
 
 Our side reads the edge list from a memory-mapped ``.npy`` and writes a store, so its time
 includes the input passes and the output; scipy's time covers the conversion of arrays
@@ -19,112 +18,134 @@ smallest footprint). Both coalesce (scipy's ``tocsc`` sums duplicates) and sort 
 
 from __future__ import annotations
 
-import argparse
 import json
+import logging
 import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from benchmarks.device import evict
+from preprocess.memory import format_size, parse_size
 
-DEFAULT_WORKDIR = "/work/bigdata/preprocess"
-MEMCAP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
-                      "shared", "tools", "memcap")
-_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "B": 10**9}
+from .device import evict
+from .options import Sizes, opt
+from .report import MissingDependencyError, machine_info
+from .workload import memcap_command, run_child
+
+log = logging.getLogger(__name__)
 
 
-def count(text: str) -> int:
-    """``"100M"`` -> 100_000_000 (decimal suffixes K, M, G/B)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGB]?)\s*", str(text), re.I)
-    if not m:
-        raise argparse.ArgumentTypeError(f"expected a count such as 400M, got {text!r}")
-    return int(float(m.group(1)) * _SUFFIX[m.group(2).upper()])
+@dataclass(frozen=True)
+class PreprocessOptions:
+    """What ``bench preprocess`` measures."""
+
+    workdir: str = opt("bench-data/preprocess", "where inputs and stores go")
+    parts: str = opt("edges,features", "comma-separated among edges, features")
+    edges: int = opt(16_000_000, "edges of the COO input")
+    nodes: int = opt(1_110_000, "nodes of the COO input")
+    memory: int | None = opt(None, "the job's memory budget (default: a quarter of the COO)",
+                             type=parse_size)
+    memcap: str | None = opt(None, "run ours under memcap SIZE (e.g. 1G)")
+    memcap_bin: str | None = opt(None, "the memcap tool (default: $FEATURESTORE_MEMCAP, PATH)")
+    repeat: int = opt(3, "runs of each conversion", flag="--trials")
+    scipy: bool = opt(True, "also run scipy's tocsc on the same edges, alternating")
+    feature_rows: int | None = opt(None, "also convert this many fp32 rows to an fp16 store")
+    feature_dim: int = opt(128, "columns of the feature input")
+    permute: bool = opt(False, "apply a random row permutation to the features")
+    verify: bool = opt(False, "check the results against a scan of the inputs")
+    cold: bool = opt(False, "evict the input from the page cache before each of our runs")
+    delete_inputs: bool = opt(False, "remove the generated inputs afterwards")
+    seed: int = opt(0, "seed of the generated inputs")
+
+    @classmethod
+    def at(cls, sz: Sizes, workdir: str) -> PreprocessOptions:
+        """The options at sizes ``sz``."""
+        return cls(workdir=os.path.join(workdir, "preprocess"), edges=sz.prep_edges,
+                   nodes=sz.prep_nodes, repeat=sz.trials)
+
+    @property
+    def budget(self) -> int:
+        """The job's memory budget, bytes."""
+        return self.memory or max(64 << 20, self.edges * 16 // 4)
 
 
 # -- inputs ------------------------------------------------------------------------------
-def generate_edges(path: str, num_edges: int, num_nodes: int, seed: int = 0,
-                   block: int = 1 << 24) -> str:
+def _generate(path: str, shape: tuple[int, int], dtype, fill, n: int, block: int) -> str:
+    """A ``.npy`` of ``shape`` written by ``fill(out, lo, hi)`` for blocks of ``range(n)``."""
+    if os.path.exists(path):
+        a = np.load(path, mmap_mode="r")
+        if a.shape == shape and a.dtype == dtype:
+            return path
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".partial"
+    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+    for lo in range(0, n, block):
+        fill(out, lo, min(n, lo + block))
+        out.flush()
+        evict(tmp)  # generating big inputs must not fill the page cache
+    del out
+    os.replace(tmp, path)
+    return path
+
+
+def generate_edges(path: str, num_edges: int, num_nodes: int, seed: int = 0) -> str:
     """An int64 ``[2, E]`` ``.npy`` of uniform random edges, written block by block."""
-    if os.path.exists(path):
-        a = np.load(path, mmap_mode="r")
-        if a.shape == (2, num_edges):
-            return path
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".partial"
-    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int64, shape=(2, num_edges))
     rng = np.random.default_rng(seed)
-    for lo in range(0, num_edges, block):
-        k = min(block, num_edges - lo)
-        out[0, lo:lo + k] = rng.integers(0, num_nodes, k)
-        out[1, lo:lo + k] = rng.integers(0, num_nodes, k)
-        out.flush()
-        evict(tmp)  # generating big inputs must not fill the page cache
-    del out
-    os.replace(tmp, path)
-    return path
+
+    def fill(out, lo, hi):
+        out[0, lo:hi] = rng.integers(0, num_nodes, hi - lo)
+        out[1, lo:hi] = rng.integers(0, num_nodes, hi - lo)
+
+    return _generate(path, (2, num_edges), np.int64, fill, num_edges, 1 << 24)
 
 
-def generate_features(path: str, rows: int, dim: int, seed: int = 0,
-                      block_bytes: int = 64 << 20) -> str:
+def generate_features(path: str, rows: int, dim: int, seed: int = 0) -> str:
     """A float32 ``[rows, dim]`` ``.npy`` of random values, written block by block."""
-    if os.path.exists(path):
-        a = np.load(path, mmap_mode="r")
-        if a.shape == (rows, dim) and a.dtype == np.float32:
-            return path
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".partial"
-    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(rows, dim))
     rng = np.random.default_rng(seed)
-    step = max(1, block_bytes // (dim * 4))
-    for lo in range(0, rows, step):
-        k = min(step, rows - lo)
-        out[lo:lo + k] = rng.standard_normal((k, dim), dtype=np.float32)
-        out.flush()
-        evict(tmp)  # generating big inputs must not fill the page cache
-    del out
-    os.replace(tmp, path)
-    return path
+
+    def fill(out, lo, hi):
+        out[lo:hi] = rng.standard_normal((hi - lo, dim), dtype=np.float32)
+
+    return _generate(path, (rows, dim), np.float32, fill, rows, max(1, (64 << 20) // (dim * 4)))
 
 
-# -- children: one measurement each, a JSON line on stdout -------------------------------
-def child_ours_edges(args) -> dict:
+# -- children: one measurement each, a RESULT line on stdout ----------------------------
+def child_ours_edges(inp: str, store: str, nodes: int, memory: int, perm=None) -> dict:
+    """Our out-of-core COO -> CSC of ``inp`` into a new store."""
     import featurestore as fs
     from preprocess import build_csc, from_npy
 
-    src = from_npy(args.input)
-    n = args.nodes
-    shutil.rmtree(args.store, ignore_errors=True)
-    w = fs.create_store(args.store, mode="w")
-    w.add_node_type("node", n)
-    stats = build_csc(w, ("node", "to", "node"), src, num_src=n, num_dst=n, coalesce=True,
-                      budget_bytes=args.memory, tmpdir=args.store + ".tmp",
-                      progress=False)
+    shutil.rmtree(store, ignore_errors=True)
+    w = fs.create_store(store, mode="w")
+    w.add_node_type("node", nodes)
+    stats = build_csc(w, ("node", "to", "node"), from_npy(inp), num_src=nodes, num_dst=nodes,
+                      coalesce=True, budget_bytes=memory, tmpdir=store + ".tmp", progress=False)
     w.commit()
     return {"seconds": stats["seconds"], "edges": stats["edges_in"],
             "edges_out": stats["edges_out"], "gb_read": stats["bytes_read"] / 1e9,
             "passes": stats["passes"], "ranges": stats["ranges"],
             "peak_anon": stats["peak_anon_bytes"],
-            "phases": {k: stats.get(k) for k in ("histogram_seconds", "spill_seconds", "partition_seconds",
-                                             "finish_seconds", "write_seconds")}}
+            "phases": {k: stats.get(k) for k in ("histogram_seconds", "spill_seconds",
+                                                 "partition_seconds", "finish_seconds",
+                                                 "write_seconds")}}
 
 
-def child_scipy(args) -> dict:
+def child_scipy(inp: str, store: str, nodes: int, memory: int, perm=None) -> dict:
+    """The peer: scipy's in-memory ``coo_matrix(...).tocsc()`` of the same edges."""
     import scipy.sparse as sp
 
     from preprocess.memory import PeakMemory
 
     with PeakMemory() as mem:
-        a = np.load(args.input)  # into RAM: scipy works in memory
-        n = args.nodes
+        a = np.load(inp)  # into RAM: scipy works in memory
         data = np.ones(a.shape[1], np.int8)
         t = time.perf_counter()
-        m = sp.coo_matrix((data, (a[0], a[1])), shape=(n, n)).tocsc()
+        m = sp.coo_matrix((data, (a[0], a[1])), shape=(nodes, nodes)).tocsc()
         dt = time.perf_counter() - t
         nnz = int(m.nnz)
         del m
@@ -132,18 +153,18 @@ def child_scipy(args) -> dict:
             "gb_read": a.nbytes / 1e9, "peak_anon": mem.peak}
 
 
-def child_ours_features(args) -> dict:
+def child_ours_features(inp: str, store: str, nodes: int, memory: int, perm=None) -> dict:
+    """Our fp32 ``.npy`` -> fp16 store features (through ``perm`` when given)."""
     import featurestore as fs
     from preprocess.features import FeatureSource, write_features
 
-    shutil.rmtree(args.store, ignore_errors=True)
-    feat = FeatureSource.from_npy(args.input)
-    perm = np.load(args.perm, mmap_mode="r") if args.perm else None
-    w = fs.create_store(args.store, mode="w")
+    shutil.rmtree(store, ignore_errors=True)
+    feat = FeatureSource.from_npy(inp)
+    w = fs.create_store(store, mode="w")
     w.add_node_type("node", feat.num_rows)
-    stats = write_features(w, "node", "feat", feat, dtype=np.float16, perm=perm,
-                           budget_bytes=args.memory, tmpdir=args.store + ".tmp",
-                           progress=False)
+    stats = write_features(w, "node", "feat", feat, dtype=np.float16,
+                           perm=np.load(perm, mmap_mode="r") if perm else None,
+                           budget_bytes=memory, tmpdir=store + ".tmp", progress=False)
     w.commit()
     return {"seconds": stats["seconds"], "rows": feat.num_rows,
             "gb_read": stats["bytes_read"] / 1e9, "gb_written": stats["bytes_written"] / 1e9,
@@ -154,29 +175,18 @@ CHILDREN = {"ours-edges": child_ours_edges, "scipy": child_scipy,
             "ours-features": child_ours_features}
 
 
-def run_child(kind: str, args, memcap: str | None) -> dict:
-    """Run one measurement in a fresh interpreter (under memcap when asked)."""
-    cmd = [sys.executable, "-m", "benchmarks.preprocess_bench", "_child", kind,
-           "--input", args.input, "--store", args.store, "--nodes", str(args.nodes),
-           "--memory", str(args.memory)]
-    if getattr(args, "perm", None):
-        cmd += ["--perm", args.perm]
-    if memcap:
-        cmd = [MEMCAP, memcap, "--"] + cmd
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env)
-    res = None
-    for line in p.stdout.splitlines():
-        if line.startswith("{"):
-            res = json.loads(line)
-    cap = re.search(r"memcap: .*", p.stderr)
-    if res is None or p.returncode != 0:
-        raise RuntimeError(f"{kind} failed (rc={p.returncode}): {p.stderr[-3000:]}")
+def _child(kind: str, o: PreprocessOptions, inp: str, store: str, nodes: int,
+           perm: str | None = None, capped: bool = True) -> dict:
+    """Run one measurement in a fresh interpreter (under memcap when ``o.memcap``)."""
+    cap = memcap_command(o.memcap, o.memcap_bin) if o.memcap and capped else None
+    res, memcap = run_child(["-m", "benchmarks.preprocess_bench", kind, inp, store, str(nodes),
+                             str(o.budget)] + ([perm] if perm else []), cap)
+    if "error" in res:
+        raise RuntimeError(f"{kind} failed ({res['error']})")
     res["kind"] = kind
-    if cap:
-        res["memcap"] = cap.group(0)
-        m = re.search(r"peak_anon=([\d.]+)GiB", cap.group(0))
+    if memcap:
+        res["memcap"] = memcap
+        m = re.search(r"peak_anon=([\d.]+)GiB", memcap)
         if m:
             res["memcap_peak_anon"] = float(m.group(1)) * (1 << 30)
     return res
@@ -187,32 +197,29 @@ def verify_sample(store_path: str, input_path: str, samples: int = 500, seed: in
     (sorted, deduplicated sources); returns the number of edges checked."""
     import featurestore as fs
 
-    st = fs.open_store(store_path)
-    indptr, indices = st.csc()
-    n = indptr.shape[0] - 1
-    rng = np.random.default_rng(seed)
-    want_d = np.unique(rng.integers(0, n, samples))
-    a = np.load(input_path, mmap_mode="r")
-    found_s, found_d = [], []
-    step = 1 << 24
-    for lo in range(0, a.shape[1], step):
-        d = np.asarray(a[1, lo:lo + step])
-        m = np.isin(d, want_d)
-        found_s.append(np.asarray(a[0, lo:lo + step])[m])
-        found_d.append(d[m])
-    s = np.concatenate(found_s)
-    d = np.concatenate(found_d)
-    pairs = np.unique(np.stack([d, s]), axis=1)
-    checked = 0
-    for v in want_d:
-        got = np.asarray(indices[indptr[v]:indptr[v + 1]])
-        exp = pairs[1][pairs[0] == v]
-        if not np.array_equal(got, exp):
-            raise AssertionError(f"destination {v}: store has {got[:10]}..., input {exp[:10]}...")
-        checked += exp.shape[0]
-    if int(indptr[-1]) != indices.shape[0] or np.any(np.diff(np.asarray(indptr[::max(1, n // 4096)])) < 0):
-        raise AssertionError("indptr is inconsistent")
-    st.close()
+    with fs.open_store(store_path) as st:
+        indptr, indices = st.csc()
+        n = indptr.shape[0] - 1
+        want_d = np.unique(np.random.default_rng(seed).integers(0, n, samples))
+        a = np.load(input_path, mmap_mode="r")
+        found_s, found_d = [], []
+        for lo in range(0, a.shape[1], 1 << 24):
+            d = np.asarray(a[1, lo:lo + (1 << 24)])
+            m = np.isin(d, want_d)
+            found_s.append(np.asarray(a[0, lo:lo + (1 << 24)])[m])
+            found_d.append(d[m])
+        pairs = np.unique(np.stack([np.concatenate(found_d), np.concatenate(found_s)]), axis=1)
+        checked = 0
+        for v in want_d:
+            got = np.asarray(indices[indptr[v]:indptr[v + 1]])
+            exp = pairs[1][pairs[0] == v]
+            if not np.array_equal(got, exp):
+                raise AssertionError(f"destination {v}: store has {got[:10]}..., input "
+                                     f"{exp[:10]}...")
+            checked += exp.shape[0]
+        if int(indptr[-1]) != indices.shape[0] or np.any(
+                np.diff(np.asarray(indptr[::max(1, n // 4096)])) < 0):
+            raise AssertionError("indptr is inconsistent")
     return checked
 
 
@@ -221,154 +228,105 @@ def verify_features(store_path: str, input_path: str, perm_path: str | None,
     """Random rows of the store's feature against the input (through the permutation)."""
     import featurestore as fs
 
-    st = fs.open_store(store_path)
-    f = st.features("node", "feat")
-    x = np.load(input_path, mmap_mode="r")
-    rows = np.sort(np.random.default_rng(seed).integers(0, f.shape[0], samples))
-    src = rows if perm_path is None else np.asarray(np.load(perm_path, mmap_mode="r")[rows])
-    got = f.gather(rows)
-    want = np.asarray(x[src]).astype(np.float16)
-    if not np.array_equal(got, want):
-        raise AssertionError("feature rows differ from the input")
-    st.close()
+    with fs.open_store(store_path) as st:
+        f = st.features("node", "feat")
+        x = np.load(input_path, mmap_mode="r")
+        rows = np.sort(np.random.default_rng(seed).integers(0, f.shape[0], samples))
+        src = rows if perm_path is None else np.asarray(np.load(perm_path, mmap_mode="r")[rows])
+        if not np.array_equal(f.gather(rows), np.asarray(x[src]).astype(np.float16)):
+            raise AssertionError("feature rows differ from the input")
 
 
 def _median(rows: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
-def bench_edges(args) -> dict:
-    from preprocess.memory import format_size
+def _peak(runs: list[dict]) -> float:
+    return max(r.get("memcap_peak_anon", r["peak_anon"]) for r in runs)
 
-    args.input = generate_edges(os.path.join(args.workdir, f"edges-{args.edges}-{args.nodes}.npy"),
-                                args.edges, args.nodes, args.seed)
-    args.store = os.path.join(args.workdir, "csc-store")
-    gb = args.edges * 16 / 1e9
-    print(f"edge list: {args.input} ({args.edges:,} edges, {gb:.2f} GB int64 COO, "
-          f"{args.nodes:,} nodes); budget {format_size(args.memory)}"
-          + (f"; memcap {args.memcap}" if args.memcap else ""))
+
+def bench_edges(o: PreprocessOptions) -> dict:
+    """Ours (and scipy's, alternating) COO -> CSC, ``o.repeat`` times each."""
+    inp = generate_edges(os.path.join(o.workdir, f"edges-{o.edges}-{o.nodes}.npy"), o.edges,
+                         o.nodes, o.seed)
+    store = os.path.join(o.workdir, "csc-store")
+    log.info("edge list: %s (%s edges, %s nodes); budget %s", inp, f"{o.edges:,}",
+             f"{o.nodes:,}", format_size(o.budget))
     ours, theirs = [], []
-    for i in range(args.repeat):
-        if args.cold:
-            evict(args.input)
-        ours.append(run_child("ours-edges", args, args.memcap))
-        r = ours[-1]
-        print(f"  ours  #{i}: {r['seconds']:.2f} s, {r['edges'] / r['seconds'] / 1e6:.2f}M edges/s, "
-              f"{r['gb_read'] / r['seconds']:.2f} GB/s over {r['passes']} passes "
-              f"({r['ranges']} ranges), peak "
-              f"{format_size(r['peak_anon'])} {r.get('memcap', '')} {r['phases']}", flush=True)
-        if args.scipy:
-            theirs.append(run_child("scipy", args, None))
-            r = theirs[-1]
-            print(f"  scipy #{i}: {r['seconds']:.2f} s, {r['edges'] / r['seconds'] / 1e6:.2f}M "
-                  f"edges/s, peak {format_size(r['peak_anon'])}", flush=True)
-    if args.verify:
-        checked = verify_sample(args.store, args.input)
-        print(f"verified: {checked} edges of 500 random destinations match a scan of the input")
-    shutil.rmtree(args.store, ignore_errors=True)
-    out = {"bench": "edges", "edges": args.edges, "nodes": args.nodes, "budget": args.memory,
-           "memcap": args.memcap, "ours": ours, "scipy": theirs}
-    t = _median(ours, "seconds")
-    pk = max(r.get("memcap_peak_anon", r["peak_anon"]) for r in ours)
-    print(f"ours:  median {t:.2f} s = {args.edges / t / 1e6:.2f}M edges/s, "
-          f"{_median(ours, 'gb_read') / t:.2f} GB/s read, peak anon {format_size(pk)}")
-    out.update(ours_edges_per_s=args.edges / t, ours_peak_anon=pk)
+    for i in range(o.repeat):
+        if o.cold:
+            evict(inp)
+        ours.append(_child("ours-edges", o, inp, store, o.nodes))
+        log.info("ours #%d: %.2f s %s", i, ours[-1]["seconds"], ours[-1].get("memcap", ""))
+        if o.scipy:
+            theirs.append(_child("scipy", o, inp, store, o.nodes, capped=False))
+            log.info("scipy #%d: %.2f s", i, theirs[-1]["seconds"])
+    out = {"bench": "edges", "edges": o.edges, "nodes": o.nodes, "budget": o.budget,
+           "memcap": o.memcap, "ours": ours, "scipy": theirs}
+    if o.verify:
+        out["verified_edges"] = verify_sample(store, inp)
+    shutil.rmtree(store, ignore_errors=True)
+    t, pk = _median(ours, "seconds"), _peak(ours)
+    out.update(ours_edges_per_s=o.edges / t, ours_peak_anon=pk)
     if theirs:
-        ts = _median(theirs, "seconds")
-        pks = statistics.median(r["peak_anon"] for r in theirs)
-        print(f"scipy: median {ts:.2f} s = {args.edges / ts / 1e6:.2f}M edges/s, "
-              f"peak anon {format_size(pks)}")
-        print(f"ratio: speed ours/scipy = {ts / t:.2f}x, memory ours/scipy = {pk / pks:.3f}")
-        out.update(scipy_edges_per_s=args.edges / ts, scipy_peak_anon=pks,
-                   speed_ratio=ts / t, memory_ratio=pk / pks)
+        ts, pks = _median(theirs, "seconds"), _median(theirs, "peak_anon")
+        out.update(scipy_edges_per_s=o.edges / ts, scipy_peak_anon=pks, speed_ratio=ts / t,
+                   memory_ratio=pk / pks)
+    if o.delete_inputs:
+        os.remove(inp)
     return out
 
 
-def bench_features(args) -> dict:
-    from preprocess.memory import format_size
-
-    args.input = generate_features(
-        os.path.join(args.workdir, f"feat-{args.rows}x{args.dim}.npy"), args.rows, args.dim,
-        args.seed)
-    args.store = os.path.join(args.workdir, "feat-store")
-    args.nodes = args.rows
-    args.perm = None
-    if args.permute:  # a random permutation, as renumbering or reordering would apply
-        args.perm = os.path.join(args.workdir, f"perm-{args.rows}.npy")
-        np.save(args.perm, np.random.default_rng(args.seed).permutation(args.rows))
-    gb = args.rows * args.dim * 4 / 1e9
-    print(f"features: {args.input} ({args.rows:,} x {args.dim} fp32 = {gb:.2f} GB) -> fp16"
-          f"{', permuted' if args.perm else ''}; "
-          f"budget {format_size(args.memory)}" + (f"; memcap {args.memcap}" if args.memcap else ""))
+def bench_features(o: PreprocessOptions) -> dict:
+    """Our fp32 -> fp16 feature conversion, ``o.repeat`` times."""
+    rows, dim = o.feature_rows, o.feature_dim
+    inp = generate_features(os.path.join(o.workdir, f"feat-{rows}x{dim}.npy"), rows, dim, o.seed)
+    store, perm = os.path.join(o.workdir, "feat-store"), None
+    if o.permute:  # a random permutation, as renumbering or reordering would apply
+        perm = os.path.join(o.workdir, f"perm-{rows}.npy")
+        np.save(perm, np.random.default_rng(o.seed).permutation(rows))
     runs = []
-    for i in range(args.repeat):
-        if args.cold:
-            evict(args.input)
-        r = run_child("ours-features", args, args.memcap)
-        runs.append(r)
-        print(f"  #{i}: {r['seconds']:.2f} s, {r['gb_read'] / r['seconds']:.2f} GB/s read, "
-              f"{r['rows'] / r['seconds'] / 1e6:.2f}M rows/s, peak {format_size(r['peak_anon'])} "
-              f"{r.get('memcap', '')}", flush=True)
-    if args.verify:
-        verify_features(args.store, args.input, args.perm)
-        print("verified: 2000 random rows equal the input cast to fp16")
-    shutil.rmtree(args.store, ignore_errors=True)
-    if args.perm:
-        os.remove(args.perm)
-    t = _median(runs, "seconds")
-    pk = max(r.get("memcap_peak_anon", r["peak_anon"]) for r in runs)
-    print(f"median {t:.2f} s = {gb / t:.2f} GB/s read, peak anon {format_size(pk)}")
-    return {"bench": "features", "rows": args.rows, "dim": args.dim, "budget": args.memory,
-            "memcap": args.memcap, "runs": runs, "gb_per_s": gb / t, "peak_anon": pk}
+    for i in range(o.repeat):
+        if o.cold:
+            evict(inp)
+        runs.append(_child("ours-features", o, inp, store, rows, perm))
+        log.info("features #%d: %.2f s %s", i, runs[-1]["seconds"], runs[-1].get("memcap", ""))
+    out = {"bench": "features", "rows": rows, "dim": dim, "budget": o.budget,
+           "memcap": o.memcap, "runs": runs,
+           "gb_per_s": rows * dim * 4 / 1e9 / _median(runs, "seconds"), "peak_anon": _peak(runs)}
+    if o.verify:
+        verify_features(store, inp, perm)
+        out["verified_rows"] = 2000
+    shutil.rmtree(store, ignore_errors=True)
+    for f in [perm] + ([inp] if o.delete_inputs else []):
+        if f:
+            os.remove(f)
+    return out
+
+
+def run(o: PreprocessOptions) -> dict:
+    """The ``edges`` and (with ``feature_rows``) ``features`` parts; one failing part is
+    recorded as ``{"error": ...}`` beside the other."""
+    o = replace(o, workdir=os.path.abspath(o.workdir), memory=o.budget)  # children: repo root
+    parts = {"edges": bench_edges, "features": bench_features}
+    res = {}
+    for name in o.parts.split(","):
+        if name == "features" and not o.feature_rows:
+            continue
+        try:
+            res[name] = parts[name](o)
+        except (RuntimeError, MissingDependencyError, OSError, KeyError) as e:
+            log.exception("preprocess %s benchmark failed", name)
+            res[name] = {"error": f"{type(e).__name__}: {e}"}
+    return {"benchmark": "preprocess", "machine": machine_info(o.workdir), "options": asdict(o),
+            "results": res}
 
 
 def main(argv: list[str] | None = None) -> int:
-    from preprocess.memory import parse_size
-
-    p = argparse.ArgumentParser(prog="python -m benchmarks.preprocess_bench",
-                                description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="{edges,features}")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--workdir", default=DEFAULT_WORKDIR, help="where inputs and stores go")
-    common.add_argument("--memory", type=parse_size, default=parse_size("640MiB"),
-                        help="the job's memory budget")
-    common.add_argument("--memcap", default=None, help="run our side under memcap SIZE (e.g. 1G)")
-    common.add_argument("--repeat", type=int, default=3)
-    common.add_argument("--seed", type=int, default=0)
-    common.add_argument("--json", default=None, help="write the results here")
-    common.add_argument("--cold", action="store_true",
-                        help="evict the input from the page cache before each of our runs")
-    common.add_argument("--delete-inputs", action="store_true",
-                        help="remove the generated input afterwards")
-    e = sub.add_parser("edges", parents=[common], help="COO to CSC (optionally vs scipy)")
-    e.add_argument("--edges", type=count, default=count("100M"))
-    e.add_argument("--nodes", type=count, default=count("10M"))
-    e.add_argument("--scipy", action="store_true", help="also run scipy's tocsc, alternating")
-    e.add_argument("--verify", action="store_true",
-                   help="check 500 random destinations of the result against a scan of the input")
-    f = sub.add_parser("features", parents=[common], help="fp32 .npy to fp16 store features")
-    f.add_argument("--rows", type=count, default=count("16M"))
-    f.add_argument("--dim", type=int, default=128)
-    f.add_argument("--permute", action="store_true",
-                   help="apply a random row permutation (the external bucket permutation)")
-    f.add_argument("--verify", action="store_true", help="check 2000 random rows afterwards")
-    c = sub.add_parser("_child", help=argparse.SUPPRESS)
-    c.add_argument("kind", choices=sorted(CHILDREN))
-    c.add_argument("--input")
-    c.add_argument("--store")
-    c.add_argument("--nodes", type=int)
-    c.add_argument("--memory", type=int)
-    c.add_argument("--perm", default=None)
-    args = p.parse_args(argv)
-    if args.cmd == "_child":
-        print(json.dumps(CHILDREN[args.kind](args)))
-        return 0
-    res = bench_edges(args) if args.cmd == "edges" else bench_features(args)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(res, fh, indent=2)
-    if args.delete_inputs:
-        os.remove(args.input)
+    """A child: ``KIND INPUT STORE NODES MEMORY [PERM]``; prints ``RESULT {json}``."""
+    kind, inp, store, nodes, memory, *perm = argv if argv is not None else sys.argv[1:]
+    res = CHILDREN[kind](inp, store, int(nodes), int(memory), perm[0] if perm else None)
+    print("RESULT " + json.dumps(res), flush=True)
     return 0
 
 

@@ -1,7 +1,8 @@
 """Markdown tables and PNG charts of each benchmark's report, and the peer ratios of a run.
 
 ``markdown(report)`` and ``plots(report, outdir)`` dispatch on ``report["benchmark"]``
-(``device``, ``gather``, ``sample``, ``loader``, ``preprocess``, ``cache``); ``peer_ratios(reports)``
+(``device``, ``gather``, ``sample``, ``loader``, ``preprocess``, ``cache``);
+``peer_ratios(reports)``
 collects "ours against each peer, measured in the same run" from all of them.
 """
 
@@ -13,7 +14,8 @@ import textwrap
 
 from .report import fmt_rate, md_table, plot_bars, plot_lines, plot_stacked
 
-__all__ = ["markdown", "plots", "peer_ratios", "peer_table", "machine_line"]
+__all__ = ["markdown", "plots", "peer_ratios", "peer_table", "machine_line", "summary_md",
+           "all_md"]
 
 
 def machine_line(m: dict) -> str:
@@ -35,7 +37,8 @@ def _device_rows(devices: dict) -> list[list]:
 
 
 def _device_md(devices: dict) -> str:
-    return md_table(["probed on", "probe file MiB", "tool", "sequential GB/s", "random 4 KiB IOPS, QD1",
+    return md_table(["probed on", "probe file MiB", "tool", "sequential GB/s",
+                     "random 4 KiB IOPS, QD1",
                      "random 4 KiB IOPS, QD32", "QD32 GB/s"], _device_rows(devices))
 
 
@@ -117,7 +120,8 @@ def _gather_plots(report: dict, outdir: str) -> list[str]:
         for lay in dict.fromkeys(r["layout"] for r in th):
             mine = sorted((r for r in th if r["layout"] == lay), key=lambda r: r["io_threads"])
             xs = [r["io_threads"] for r in mine]
-            series = [{"label": "featurestore, cold", "x": xs, "y": [r["rows_per_s"] for r in mine]}]
+            series = [{"label": "featurestore, cold", "x": xs,
+                       "y": [r["rows_per_s"] for r in mine]}]
             for key, lab in (("device_limit_qd1_s", "device limit at QD1"),
                              ("device_limit_s", "device limit at QD32")):
                 if key in mine[0]:
@@ -133,9 +137,24 @@ def _gather_plots(report: dict, outdir: str) -> list[str]:
 
 # -- sample ----------------------------------------------------------------------------------
 def _sample_md(report: dict) -> str:
-    from .sample_bench import table
-
-    return table(report)
+    rows = []
+    for r in report["results"]:
+        if "batches_per_s" not in r:
+            rows.append([r["peer"], r.get("status", ""), None, None, None, None, None,
+                         r.get("why", "")])
+            continue
+        st = r.get("stage_ms", {})
+        rows.append([r["peer"], f"{r['batches_per_s']:.1f}", fmt_rate(r["seeds_per_s"]),
+                     fmt_rate(r["edges_per_s"]), f"{r['edges_per_batch']:,.0f}",
+                     f"{st['sample']:.1f}" if "sample" in st else None,
+                     f"{r['ours_over_peer']:.2f}x" if "ours_over_peer" in r else None,
+                     r.get("impl", "")])
+    o = report["options"]
+    head = (f"Sampling: {o['num_nodes']:,} nodes, {o['num_edges']:,} edges, fanouts "
+            f"{o['fanouts']}, {o['batch_size']} seeds a batch; median of {o['trials']} trials "
+            f"of {o['batches_per_trial']} batches.\n\n")
+    return head + md_table(["sampler", "batches/s", "seeds/s", "sampled edges/s", "edges/batch",
+                            "ms/batch", "ours / peer (batches/s)", "implementation"], rows)
 
 
 def _sample_plots(report: dict, outdir: str) -> list[str]:
@@ -177,6 +196,7 @@ def _loader_entries(report: dict) -> list[tuple[str, dict]]:
             out.append((f"DGL {r.get('mode')}", {
                 "batches_per_s": r.get("batches_per_s"), "seeds_per_s": r.get("seeds_per_s"),
                 "edges_per_batch": r.get("sampled_edges_per_batch"), "batches": r.get("batches"),
+                "cpu_seconds": r.get("cpu_seconds"),
                 **({"error": r["error"]} if "error" in r else {})}))
         if "skipped" in dgl or "error" in dgl:
             out.append(("DGL", {"error": dgl.get("skipped") or dgl.get("error")}))
@@ -185,20 +205,58 @@ def _loader_entries(report: dict) -> list[tuple[str, dict]]:
     return out
 
 
+def _ooc_md(rep: dict) -> list[str]:
+    """The out-of-core runs epoch by epoch: throughput, hit rate, reads; ours' setup and plan."""
+    rows = []
+    for key, name in (("ooc_ours", "ours, under memcap"), ("ooc_pyg", "PyG, in RAM")):
+        for e in (rep.get(key) or {}).get("epochs") or []:
+            c = e.get("cache") or {}
+            hit = c.get("hits") or c.get("misses")
+            rows.append([name, e.get("epoch"), fmt_rate(e.get("seeds_per_s")), e.get("batches"),
+                         f"{c['hit_rate']:.1%}" if hit else None,
+                         f"{c['misses']:,.0f}" if hit else None,
+                         f"{c['reads']:,.0f}" if hit else None,
+                         f"{c['mb_read']:.0f}" if hit else None])
+    if not rows:
+        return []
+    ours = rep.get("ooc_ours") or {}
+    out = ["", "Out of core, epoch by epoch (the first is cold; no hit rate: the features fit "
+           "the budget and the page cache serves them):", "",
+           md_table(["loader", "epoch", "seeds/s", "batches", "hit rate", "misses/batch",
+                     "reads/batch", "MB read/batch"], rows)]
+    if ours.get("setup_seconds") is not None:
+        out += ["", f"Our loader's setup (plan, presample, cache fill): "
+                    f"{ours['setup_seconds']:.1f} s."]
+    if ours.get("plan_table"):
+        out += ["", "```", ours["plan_table"], "```"]
+    return out
+
+
 def _loader_md(report: dict) -> str:
     rep = report["results"]
     rows = []
     for name, r in _loader_entries(report):
         if r.get("error") or not r.get("batches_per_s"):
-            rows.append([name, None, None, None, None, str(r.get("error", ""))[-200:]])
+            rows.append([name, None, None, None, None, None, str(r.get("error", ""))[-200:]])
             continue
+        cpu = r.get("cpu_ms_per_batch") or (1e3 * r["cpu_seconds"] / max(r["batches"], 1)
+                                            if r.get("cpu_seconds") and r.get("batches") else None)
         rows.append([name, f"{r['batches_per_s']:.2f}", fmt_rate(r.get("seeds_per_s")),
                      f"{r.get('edges_per_batch') or 0:,.0f}", r.get("batches"),
-                     r.get("memcap", "")])
+                     f"{cpu:.0f}" if cpu else None, r.get("memcap", "")])
+    g = rep.get("ooc_graph")
     head = (f"Loader: {rep.get('nodes', 0):,} nodes, {rep.get('edges', 0):,} edges, fanouts "
-            f"{rep.get('fanouts')}, batch {rep.get('batch_size')}.\n\n")
-    return head + md_table(["loader", "batches/s", "seeds/s", "edges/batch", "batches timed",
-                            "memory cap / note"], rows)
+            f"{rep.get('fanouts')}, batch {rep.get('batch_size')}; {rep.get('cpus')} CPUs"
+            + (f"; out of core on {g['store']}: {g['nodes']:,} nodes, {g['edges']:,} edges, "
+               f"{g['train']:,} train seeds" if g else "")
+            + (f"; load average {rep['ooc_load']}" if rep.get("ooc_load") else "") + ".\n\n")
+    stages = [f"{n}: {r['stage_ms_per_batch']}" for n, r in _loader_entries(report)
+              if r.get("stage_ms_per_batch")]
+    return "\n".join([head + md_table(["loader", "batches/s", "seeds/s", "edges/batch",
+                                        "batches timed", "CPU ms/batch", "memory cap / note"],
+                                       rows)]
+                     + ([f"\nStage busy ms per batch: {'; '.join(stages)}"] if stages else [])
+                     + _ooc_md(rep))
 
 
 def _loader_plots(report: dict, outdir: str) -> list[str]:
@@ -274,16 +332,78 @@ def _preprocess_plots(report: dict, outdir: str) -> list[str]:
 
 
 # -- cache ------------------------------------------------------------------------------------
-def _cache_md(report: dict) -> str:
-    from .cache_bench import markdown as cache_markdown
+POLICY_LABELS = {"degree-static": "degree static", "presample-static": "presample static",
+                 "sieve": "SIEVE", "clock": "CLOCK", "lru": "LRU",
+                 "belady-window": "Belady, {w}-batch lookahead",
+                 "belady": "Belady (offline optimum)",
+                 "optimal-static": "optimal static (per epoch)"}
 
-    return cache_markdown(report)
+
+def _label(policy: str, window: int) -> str:
+    return POLICY_LABELS[policy].format(w=window)
+
+
+def _cache_md(report: dict) -> str:
+    o = report["options"]
+    out = []
+    for r in report["results"]:
+        if "error" in r:
+            out += [f"**{r['label']}**: failed: {r['error']}", ""]
+            continue
+        budgets = sorted({row["budget"] for row in r["table"]})
+        out.append(
+            f"**{r['label']}** ({r['input']}, {r['num_inputs']:,} seeds; cache of "
+            f"`{r['ntype']}` rows: {r['num_rows']:,} x {r['row_bytes']} B): fanouts "
+            f"{o['fanouts']}, batch {o['batch_size']}, {r['epochs']} epochs of "
+            f"{r['batches_per_epoch']} batches" + ("" if r.get("whole_epochs", True)
+                                                   else " (the first batches of each epoch)")
+            + f"; {r['reads_per_batch']:,.0f} distinct rows per batch; rows touched per epoch "
+            + ", ".join(f"{x / r['num_rows']:.1%}" for x in r["rows_touched_per_epoch"])
+            + ". Hit rate (row reads served) over "
+            + (f"epochs 2-{r['epochs']}" if r["epochs"] > 2 else "epoch 2")
+            + "; the first epoch presamples (static) or warms (dynamic policies).")
+        out.append("")
+        head = ["policy"] + [f"{b:.0%} ({r['num_rows'] * b * r['row_bytes'] / 2**30:.2f} GiB)"
+                             if r['num_rows'] * b * r['row_bytes'] >= 2**28 else f"{b:.0%}"
+                             for b in budgets]
+        rows = []
+        for p in dict.fromkeys(row["policy"] for row in r["table"]):
+            cells = {row["budget"]: row for row in r["table"] if row["policy"] == p}
+            rows.append([_label(p, o["window_batches"])]
+                        + [f"{cells[b]['hit_rate']:.1%}" for b in budgets])
+        pre = {row["budget"]: row for row in r["table"] if row["policy"] == "presample-static"}
+        if pre:
+            rows.append(["presample static / optimal static"]
+                        + [f"{pre[b]['of_optimal_static']:.0%}" if pre[b]["of_optimal_static"]
+                           else None for b in budgets])
+        out += [md_table(head, rows), ""]
+        out.append(f"Sampling {r['record_seconds']:.1f} s, degrees {r['degree_seconds']:.1f} s, "
+                   f"replays {r['replay_seconds']:.1f} s ({r['row_reads']:,} row reads).")
+        out.append("")
+    return "\n".join(out).rstrip()
 
 
 def _cache_plots(report: dict, outdir: str) -> list[str]:
-    from .cache_bench import plots as cache_plots
-
-    return cache_plots(report, outdir)
+    o = report["options"]
+    panels = []
+    for r in report["results"]:
+        if "error" in r:
+            continue
+        series = []
+        for p in dict.fromkeys(row["policy"] for row in r["table"]):
+            pts = sorted((row["budget"] * 100, row["hit_rate"]) for row in r["table"]
+                         if row["policy"] == p)
+            style = "k--" if p == "optimal-static" else (":" if p == "belady" else "-o")
+            series.append({"label": _label(p, o["window_batches"]), "x": [x for x, _ in pts],
+                           "y": [y for _, y in pts], "style": style})
+        panels.append({"title": f"{r['label']}: {r['num_rows']:,} {r['ntype']} rows, "
+                                f"{r['reads_per_batch']:,.0f} reads/batch", "series": series})
+    if not panels:
+        return []
+    return [plot_lines(os.path.join(outdir, "cache-hit-rate.png"), panels,
+                       "cache size (% of the rows)", "hit rate (row reads served)",
+                       f"Cache policies, fanouts {o['fanouts']}, batch {o['batch_size']}",
+                       logx=True, logy=False)]
 
 
 # -- dispatch --------------------------------------------------------------------------------
@@ -321,7 +441,8 @@ def peer_ratios(reports: dict[str, dict]) -> list[dict]:
         for r in rows:
             if r["method"] == "featurestore" or r["batch"] not in keep:
                 continue
-            mine = next(x for x in rows if x["method"] == "featurestore" and x["cache"] == r["cache"]
+            mine = next(x for x in rows
+                        if x["method"] == "featurestore" and x["cache"] == r["cache"]
                         and x["batch"] == r["batch"] and x["layout"] == r["layout"])
             out.append({"workload": f"gather {r['batch']:,} ids, {r['layout']}, {r['cache']}",
                         "peer": r["method"], "ours": mine["rows_per_s"],
@@ -341,7 +462,8 @@ def peer_ratios(reports: dict[str, dict]) -> list[dict]:
     if ld:
         rep = ld["results"]
         pairs = [("ours_loader", "pyg_loader", "loader, features in RAM", "PyG NeighborLoader"),
-                 ("ooc_ours", "ooc_pyg", "loader, fp16x768 (ours on disk under memcap, peer in RAM)",
+                 ("ooc_ours", "ooc_pyg",
+                  "loader, fp16x768 (ours on disk under memcap, peer in RAM)",
                   "PyG NeighborLoader")]
         for a, b, what, peer in pairs:
             ra, rb = rep.get(a) or {}, rep.get(b) or {}
@@ -361,7 +483,8 @@ def peer_ratios(reports: dict[str, dict]) -> list[dict]:
             if r.get("batches_per_s") and ours.get("batches_per_s") and r.get("mode") != "sampler":
                 out.append({"workload": "loader, features in RAM", "peer": f"DGL {r['mode']}",
                             "ours": ours["batches_per_s"], "theirs": r["batches_per_s"],
-                            "unit": "batches/s", "ratio": ours["batches_per_s"] / r["batches_per_s"]})
+                            "unit": "batches/s",
+                            "ratio": ours["batches_per_s"] / r["batches_per_s"]})
     p = reports.get("preprocess")
     if p:
         e = p["results"].get("edges") or {}
@@ -387,7 +510,8 @@ def cold_vs_device_md(gather: dict) -> str:
     out = []
     for lay in dict.fromkeys(r["layout"] for r in rows):
         for b in sorted({r["batch"] for r in rows if r["layout"] == lay}):
-            at = {(r["method"], r["cache"]): r for r in rows if r["layout"] == lay and r["batch"] == b}
+            at = {(r["method"], r["cache"]): r for r in rows
+                  if r["layout"] == lay and r["batch"] == b}
             w, c = at.get(("featurestore", "warm")), at.get(("featurestore", "cold"))
             if not (w and c):
                 continue
@@ -417,3 +541,26 @@ def summary_md(summary: dict) -> str:
         out += ["Ours against each peer, in the same run (ratio > 1: ours faster):", "",
                 peer_table(summary["peer_ratios"]), ""]
     return "\n".join(out)
+
+
+TITLES = {"device": "Device limits", "gather": "Row gathers", "sample": "Neighbour sampling",
+          "loader": "Loaders", "preprocess": "Preprocessing",
+          "cache": "Feature-cache policies (replayed on sampled epochs)"}
+
+
+def all_md(s: dict) -> str:
+    """The whole report of ``bench all``: every part's tables, the failures and the charts."""
+    o = s["options"]
+    out = [f"# featurestore bench all --scale {o['scale']}" + (" (quick)" if o["quick"] else ""),
+           "", machine_line(s["machine"]), "",
+           f"Total {s['seconds']:.0f} s: " + ", ".join(f"{k} {v:.0f} s"
+                                                       for k, v in s["part_seconds"].items()),
+           "", "## Ours against each peer, measured in the same run", "",
+           peer_table(s["peer_ratios"]) if s["peer_ratios"] else "(no peer measured)"]
+    for part, rep in s["reports"].items():
+        out += ["", f"## {TITLES.get(part, part)}", "", markdown(rep)]
+    for part, err in s["errors"].items():
+        out += ["", f"## {TITLES.get(part, part)}: failed", "", "```", err, "```"]
+    if s["charts"]:
+        out += ["", "## Charts", ""] + [f"![{c}]({c})" for c in s["charts"]]
+    return "\n".join(out) + "\n"

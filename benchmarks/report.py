@@ -11,7 +11,9 @@ non-interactive Agg backend; each has labelled axes with units.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import math
 import os
 import platform
 import shutil
@@ -20,13 +22,15 @@ import subprocess
 import textwrap
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from featurestore.errors import FeatureStoreError
 
-__all__ = ["MissingDependencyError", "machine_info", "timed_trials", "md_table", "write_json", "fmt_rate", "plot_lines",
-           "plot_bars", "plot_stacked"]
+__all__ = ["MissingDependencyError", "Timing", "machine_info", "timed_trials", "timed_loop",
+           "has", "md_table", "write_json", "fmt_rate", "plot_lines", "plot_bars", "plot_stacked"]
 
 
 def _version(mod: str) -> str | None:
@@ -101,18 +105,93 @@ def machine_info(path: str | None = None) -> dict:
     return info
 
 
-def timed_trials(fn: Callable[[], object], trials: int, warmup: int = 1) -> tuple[float, list[float]]:
-    """Call ``fn`` ``warmup`` times untimed, then ``trials`` times; the median and all times."""
+@dataclass(frozen=True)
+class Timing:
+    """The wall times of repeated calls: every trial, their median and 95th percentile."""
+
+    times: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        """The median trial, seconds."""
+        return statistics.median(self.times)
+
+    @property
+    def p95(self) -> float:
+        """The 95th percentile of the trials, seconds (linear interpolation)."""
+        return float(np.percentile(self.times, 95))
+
+
+def _clock(fn, state) -> float:
+    t = time.perf_counter()
+    fn(state)
+    return time.perf_counter() - t
+
+
+def timed_trials(fn: Callable[[Any], object], trials: int, warmup: int = 1,
+                 setup: Callable[[], Any] | None = None,
+                 teardown: Callable[[Any], object] | None = None,
+                 before: Callable[[], object] | None = None, fresh: bool = False) -> Timing:
+    """Time ``trials`` calls of ``fn(state)`` after ``warmup`` untimed ones.
+
+    ``setup()`` makes the state (untimed; ``None`` without it) and ``teardown(state)`` ends it:
+    once around all calls, or with ``fresh`` around each call, after ``before()`` (a cold
+    trial: close everything, evict the pages, open afresh).
+    """
     if trials < 1:
         raise ValueError(f"Expected trials >= 1. Got {trials} instead.")
-    for _ in range(warmup):
-        fn()
+    setup = setup or (lambda: None)
+    if not fresh:
+        st = setup()
+        try:
+            for _ in range(warmup):
+                fn(st)
+            return Timing(tuple(_clock(fn, st) for _ in range(trials)))
+        finally:
+            if teardown is not None:
+                teardown(st)
     times = []
-    for _ in range(trials):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), times
+    for _ in range(warmup + trials):
+        if before is not None:
+            before()
+        st = setup()
+        try:
+            times.append(_clock(fn, st))
+        finally:
+            if teardown is not None:
+                teardown(st)
+        del st
+    return Timing(tuple(times[warmup:]))
+
+
+def timed_loop(step: Callable[[int], float | None], limit: int, seconds: float = math.inf,
+               warmup: int = 0) -> dict:
+    """Call ``step(k)`` ``warmup`` times untimed, then up to ``limit`` times or ``seconds``.
+
+    ``step`` returns what the call produced (sampled edges) or ``None`` when the source is
+    exhausted. Returns the calls timed (``batches``), wall and CPU seconds and the sum of
+    what they returned (``total``).
+    """
+    for k in range(warmup):
+        if step(k) is None:
+            break
+    total, k, t0, c0 = 0.0, 0, time.perf_counter(), time.process_time()
+    while k < limit and time.perf_counter() - t0 < seconds:
+        x = step(warmup + k)
+        if x is None:
+            break
+        total += x
+        k += 1
+    return {"batches": k, "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0, "total": total}
+
+
+def has(mod: str) -> bool:
+    """Whether ``mod`` can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec(mod) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def fmt_rate(x: float | None, unit: str = "") -> str:

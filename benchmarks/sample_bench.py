@@ -20,159 +20,24 @@ same fanouts. Compare batches/s and seeds/s across all three, sampled edges/s wi
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import logging
+import math
 import os
 import statistics
-import subprocess
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 import featurestore as fs
 
-from .report import machine_info
+from .options import Sizes, opt
+from .report import has, machine_info, timed_loop
+from .workload import run_dgl_peer, seed_batches, synthetic_store
 
 log = logging.getLogger(__name__)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = ("featurestore", "pyg", "dgl")
-
-
-def has(mod: str) -> bool:
-    """Whether ``mod`` can be imported (without importing it)."""
-    try:
-        return importlib.util.find_spec(mod) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def make_graph_store(workdir: str, nodes: int, edges: int, seed: int = 0) -> str:
-    """A power-law graph with fp32 x 128 features (reused when present).
-
-    Same path and parameters as :func:`benchmarks.loader_bench.make_store`, so that the loader
-    benchmark reuses it.
-    """
-    from loaders.synthetic import power_law_store
-
-    path = os.path.join(workdir, f"pl-{nodes}-{edges}-fp32x128")
-    try:
-        with fs.open_store(path) as s:
-            if s.num_edges() == edges and s.features().shape == (nodes, 128):
-                return path
-    except fs.FeatureStoreError:
-        pass
-    log.info("writing %s: %d nodes, %d edges", path, nodes, edges)
-    t = time.perf_counter()
-    os.makedirs(workdir, exist_ok=True)
-    power_law_store(path, num_nodes=nodes, num_edges=edges, feat_dim=128, dtype=np.float32,
-                    num_classes=64, train_frac=0.1, seed=seed, mode="w")
-    log.info("wrote %s in %.1f s", path, time.perf_counter() - t)
-    return path
-
-
-def _seed_batches(store, batch_size: int, count: int, seed: int) -> list[np.ndarray]:
-    try:
-        pool = np.asarray(store.split("train"), dtype=np.int64)
-    except (fs.FeatureStoreError, KeyError):
-        pool = np.arange(store.num_nodes(), dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    need = batch_size * count
-    perm = np.concatenate([rng.permutation(pool) for _ in range(-(-need // max(1, pool.size)))])
-    return [perm[i * batch_size:(i + 1) * batch_size] for i in range(count)]
-
-
-def _trials(sample, gather, batches: list[np.ndarray], n: int, trials: int, warmup: int) -> dict:
-    """Time ``trials`` rounds of ``n`` batches; ``sample(k, seeds) -> (edges, nodes)``."""
-    for k in range(warmup):
-        _, nodes = sample(k, batches[k])
-        if gather is not None:
-            gather(nodes)
-    per_trial, stage_sample, stage_gather = [], [], []
-    k = warmup
-    for _ in range(trials):
-        edges = seeds = 0
-        t0 = time.perf_counter()
-        for _ in range(n):
-            s0 = time.perf_counter()
-            e, nodes = sample(k, batches[k])
-            s1 = time.perf_counter()
-            stage_sample.append(s1 - s0)
-            edges += e
-            seeds += batches[k].shape[0]
-            k += 1
-        dt = time.perf_counter() - t0
-        per_trial.append({"seconds": dt, "batches": n, "seeds": seeds, "edges": edges,
-                          "batches_per_s": n / dt, "seeds_per_s": seeds / dt,
-                          "edges_per_s": edges / dt})
-    if gather is not None:  # the next stage, timed apart on the same batches
-        for j in range(warmup, warmup + min(n, 20)):
-            _, nodes = sample(j, batches[j])
-            g0 = time.perf_counter()
-            gather(nodes)
-            stage_gather.append(time.perf_counter() - g0)
-    med = {key: statistics.median(t[key] for t in per_trial)
-           for key in ("batches_per_s", "seeds_per_s", "edges_per_s")}
-    return {**med, "edges_per_batch": statistics.median(t["edges"] / t["batches"] for t in per_trial),
-            "trials": per_trial,
-            "stage_ms": {"sample": 1e3 * statistics.median(stage_sample),
-                         **({"gather features": 1e3 * statistics.median(stage_gather)}
-                            if stage_gather else {})}}
-
-
-def bench_ours(store, fanouts, batches, n, trials, warmup) -> dict:
-    """Our numba sampler; the gather stage reads the sampled nodes' rows from the store."""
-    import numba
-
-    from loaders import NeighborSampler
-
-    s = NeighborSampler(store, fanouts)
-    F = store.features()
-
-    def sample(k, seeds):
-        sub = s.sample(seeds, seed=0, batch=k)
-        return sub.num_edges, next(iter(sub.node.values()))
-
-    out = _trials(sample, F.gather, batches, n, trials, warmup)
-    out.update(peer="featurestore", impl=f"loaders.NeighborSampler (numba, "
-               f"{numba.get_num_threads()} threads)")
-    return out
-
-
-def bench_pyg(store, fanouts, batches, n, trials, warmup) -> dict:
-    """PyG's NeighborSampler over ``Data(edge_index)``; features in RAM as a tensor."""
-    import torch
-    from torch_geometric.data import Data
-    from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
-
-    t = time.perf_counter()
-    indptr, indices = store.csc()
-    dst = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
-    data = Data(edge_index=torch.from_numpy(np.stack([np.asarray(indices, np.int64), dst])),
-                num_nodes=store.num_nodes())
-    del dst
-    x = torch.from_numpy(np.array(store.features().numpy()))
-    sampler = NeighborSampler(data, num_neighbors=list(fanouts))
-    setup = time.perf_counter() - t
-
-    def sample(k, seeds):
-        o = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=torch.from_numpy(seeds)))
-        return int(o.row.numel()), o.node
-
-    out = _trials(sample, lambda nodes: x.index_select(0, nodes), batches, n, trials, warmup)
-    backend = "pyg-lib" if has("pyg_lib") else "torch-sparse"
-    out.update(peer="pyg", impl=f"torch_geometric.sampler.NeighborSampler ({backend}, "
-               f"{torch.get_num_threads()} torch threads)", setup_s=setup)
-    return out
-
-
-def dgl_python() -> str | None:
-    """The DGL environment's interpreter, when it exists."""
-    py = os.path.join(ROOT, ".venv-dgl", "bin", "python")
-    return py if os.path.exists(py) else None
-
-
 DGL_MODES = {
     "sampler": ("dgl", "dgl.dataloading.NeighborSampler"),
     "graphbolt": ("dgl-graphbolt", "GraphBolt sample_neighbor + fetch_feature (features in RAM; "
@@ -180,29 +45,141 @@ DGL_MODES = {
 }
 
 
-def bench_dgl(path, fanouts, batch_size, n, trials, warmup, modes=("sampler", "graphbolt"),
-              timeout: float = 900) -> list[dict]:
+@dataclass(frozen=True)
+class SampleOptions:
+    """What ``bench sample`` measures."""
+
+    workdir: str = opt("bench-data", "where the synthetic graph is made")
+    store: str | None = opt(None, "a homogeneous store (default: a synthetic power-law graph)")
+    nodes: int = opt(1_110_000, "nodes of the synthetic graph")
+    edges: int = opt(16_650_000, "edges of the synthetic graph")
+    fanouts: tuple[int, ...] = opt((15, 10, 5), "per hop from the seeds")
+    batch_size: int = opt(1024, "seeds per batch")
+    batches: int = opt(10, "timed batches per trial")
+    trials: int = opt(3, "trials per sampler")
+    warmup: int = opt(2, "untimed batches first")
+    peers: str = opt(",".join(PEERS), "comma-separated samplers to time")
+
+    @classmethod
+    def at(cls, sz: Sizes, workdir: str) -> SampleOptions:
+        """The options of ``bench all`` at sizes ``sz``."""
+        return cls(workdir=workdir, nodes=sz.nodes, edges=sz.edges, trials=sz.trials,
+                   batch_size=sz.sample_batch_size, batches=sz.sample_batches)
+
+
+def measure(sample, gather, batches: list[np.ndarray], n: int, trials: int, warmup: int,
+            seconds: float = math.inf) -> dict:
+    """Time ``trials`` rounds of up to ``n`` batches (``seconds``); ``sample(k, seeds) ->
+    (edges, nodes)``; ``gather(nodes)``, when given, is the next stage, timed apart."""
+    stage_sample: list[float] = []
+    pos = [0]  # every trial samples batches of its own
+
+    def step(_):
+        k = pos[0]
+        pos[0] += 1
+        s0 = time.perf_counter()
+        e, _ = sample(k, batches[k % len(batches)])
+        stage_sample.append(time.perf_counter() - s0)
+        return e
+
+    per_trial = []
+    for i in range(trials):
+        lp = timed_loop(step, n, seconds, warmup=warmup if i == 0 else 0)
+        dt, k, seeds = lp["seconds"], lp["batches"], lp["batches"] * batches[0].shape[0]
+        per_trial.append({"seconds": dt, "batches": k, "seeds": seeds, "edges": lp["total"],
+                          "cpu_seconds": lp["cpu_seconds"], "batches_per_s": k / dt,
+                          "seeds_per_s": seeds / dt, "edges_per_s": lp["total"] / dt})
+    stage_gather = []
+    for j in range(warmup, warmup + min(n, 20) if gather is not None else 0):
+        _, nodes = sample(j, batches[j % len(batches)])
+        g0 = time.perf_counter()
+        gather(nodes)
+        stage_gather.append(time.perf_counter() - g0)
+    med = {key: statistics.median(t[key] for t in per_trial)
+           for key in ("batches_per_s", "seeds_per_s", "edges_per_s")}
+    stages = {"sample": 1e3 * statistics.median(stage_sample[warmup:] or stage_sample)}
+    if stage_gather:
+        stages["gather features"] = 1e3 * statistics.median(stage_gather)
+    return {**med, "batches": per_trial[-1]["batches"],
+            "edges_per_batch": statistics.median(t["edges"] / max(1, t["batches"])
+                                                 for t in per_trial),
+            "trials": per_trial, "stage_ms": stages}
+
+
+def bench_ours(store, fanouts, batches, n, trials, warmup, seconds=math.inf,
+               ntype: str | None = None) -> dict:
+    """Our numba sampler; the gather stage reads the sampled nodes' rows from the store."""
+    import numba
+
+    from loaders import NeighborSampler
+
+    s = NeighborSampler(store, list(fanouts))
+    gather = store.features().gather if len(store.node_types) == 1 else None
+
+    def sample(k, seeds):
+        sub = s.sample(seeds, ntype, seed=0, batch=k)
+        return sub.num_edges, next(iter(sub.node.values()))
+
+    out = measure(sample, gather, batches, n, trials, warmup, seconds)
+    out.update(peer="featurestore", impl=f"loaders.NeighborSampler (numba, "
+               f"{numba.get_num_threads()} threads)")
+    return out
+
+
+def pyg_data(store, with_x: bool = True):
+    """The store's graph as PyG's ``Data(edge_index)`` (with ``x`` and ``y`` in RAM)."""
+    import torch
+    from torch_geometric.data import Data
+
+    indptr, indices = store.csc()
+    dst = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    d = Data(edge_index=torch.from_numpy(np.stack([np.asarray(indices, np.int64), dst])),
+             num_nodes=store.num_nodes())
+    del dst
+    if with_x:
+        d.x = torch.from_numpy(np.array(store.features().numpy()))
+        try:
+            d.y = torch.from_numpy(np.array(store.labels()))
+        except (fs.FeatureStoreError, KeyError):
+            pass
+    return d
+
+
+def bench_pyg(data, fanouts, batches, n, trials, warmup, seconds=math.inf) -> dict:
+    """PyG's NeighborSampler over ``data``; the gather stage is ``x[n_id]`` in RAM."""
+    import torch
+    from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
+
+    sampler = NeighborSampler(data, num_neighbors=list(fanouts))
+
+    def sample(k, seeds):
+        o = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=torch.from_numpy(seeds)))
+        return int(o.row.numel()), o.node
+
+    gather = (lambda nodes: data.x.index_select(0, nodes)) if data.x is not None else None
+    out = measure(sample, gather, batches, n, trials, warmup, seconds)
+    backend = "pyg-lib" if has("pyg_lib") else "torch-sparse"
+    out.update(peer="pyg", backend=backend, impl=f"torch_geometric.sampler.NeighborSampler "
+               f"({backend}, {torch.get_num_threads()} torch threads)")
+    return out
+
+
+def pyg_missing() -> str | None:
+    """Why PyG's sampler cannot run here, or None."""
+    if has("torch_geometric") and (has("torch_sparse") or has("pyg_lib")):
+        return None
+    return "needs torch_geometric with torch-sparse or pyg-lib"
+
+
+def bench_dgl(path: str, o: SampleOptions, modes=("sampler", "graphbolt")) -> list[dict]:
     """DGL's sampler (and GraphBolt's pipeline) in DGL's own environment: one process, one
-    trial of ``n * trials`` batches per mode (a process start costs seconds)."""
-    py = dgl_python()
-    if py is None:
-        return [{"peer": "dgl", "status": "not installed",
-                 "why": "no .venv-dgl (scripts/dgl-env.sh builds it)"}]
-    cmd = [py, os.path.join(ROOT, "benchmarks", "peers", "dgl_peer.py"), path,
-           "--fanouts", ",".join(map(str, fanouts)), "--batch-size", str(batch_size),
-           "--modes", ",".join(modes), "--batches", str(n * trials), "--seconds", "1e9",
-           "--warmup", str(warmup)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        rep = json.loads(p.stdout)
-        runs = {r["mode"]: r for r in rep["results"]}
-    except subprocess.TimeoutExpired:
-        return [{"peer": "dgl", "status": "error", "why": f"timed out after {timeout:.0f} s"}]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        return [{"peer": "dgl", "status": "error",
-                 "why": f"rc={p.returncode}: {p.stderr.strip()[-600:]}"}]
-    out = []
+    trial of ``batches * trials`` batches per mode (a process start costs seconds)."""
+    rep = run_dgl_peer(path, o.fanouts, o.batch_size, modes, o.batches * o.trials,
+                       warmup=o.warmup)
+    if "results" not in rep:
+        return [{"peer": "dgl", "status": "not installed" if "skipped" in rep else "error",
+                 "why": rep.get("skipped") or rep.get("error")}]
+    runs, out = {r["mode"]: r for r in rep["results"]}, []
     for mode in modes:
         peer, impl = DGL_MODES.get(mode, (f"dgl-{mode}", mode))
         r = runs.get(mode, {"error": "no result"})
@@ -218,65 +195,44 @@ def bench_dgl(path, fanouts, batch_size, n, trials, warmup, modes=("sampler", "g
                                 "cpu_seconds": r.get("cpu_seconds")}],
                     "note": "one process, one trial of all batches; DGL samples fresh neighbours "
                             "per layer (more edges per batch)",
-                    "dgl_fanouts": rep.get("dgl_fanouts"),
-                    "whole_loader": mode != "sampler"})
+                    "dgl_fanouts": rep.get("dgl_fanouts"), "whole_loader": mode != "sampler"})
     return out
 
 
-def run(path: str, fanouts=(15, 10, 5), batch_size: int = 1024, batches: int = 20,
-        trials: int = 3, warmup: int = 2, peers=PEERS, seed: int = 0) -> dict:
-    """Sample with every peer on the store at ``path``; a report dict."""
-    fanouts = [int(f) for f in fanouts]
-    store = fs.open_store(path)
-    if len(store.node_types) != 1 or len(store.edge_types) != 1:
-        raise fs.FeatureStoreError(f"Expected a homogeneous store (one node type, one edge type) "
-                                   f"at {path}. Got {store.node_types} / {store.edge_types} instead.")
-    seeds = _seed_batches(store, batch_size, warmup + batches * trials, seed)
-    results = []
-    if "featurestore" in peers:
-        log.info("sample: ours")
-        results.append(bench_ours(store, fanouts, seeds, batches, trials, warmup))
-    if "pyg" in peers:
-        if has("torch_geometric") and (has("torch_sparse") or has("pyg_lib")):
+def run(o: SampleOptions) -> dict:
+    """Sample with every peer on ``o.store`` (or the synthetic graph); a report dict."""
+    path = o.store or synthetic_store(o.workdir, o.nodes, o.edges)
+    peers = o.peers.split(",")
+    with fs.open_store(path) as store:
+        if len(store.node_types) != 1 or len(store.edge_types) != 1:
+            raise fs.FeatureStoreError(
+                f"Expected a homogeneous store (one node type, one edge type) at {path}. "
+                f"Got {store.node_types} / {store.edge_types} instead.")
+        seeds = seed_batches(store, o.batch_size, o.warmup + o.batches * o.trials)
+        args = (o.fanouts, seeds, o.batches, o.trials, o.warmup)
+        results = []
+        if "featurestore" in peers:
+            log.info("sample: ours")
+            results.append(bench_ours(store, *args))
+        if "pyg" in peers and pyg_missing():
+            results.append({"peer": "pyg", "status": "not installed", "why": pyg_missing()})
+        elif "pyg" in peers:
             log.info("sample: PyG")
-            results.append(bench_pyg(store, fanouts, seeds, batches, trials, warmup))
-        else:
-            results.append({"peer": "pyg", "status": "not installed",
-                            "why": "needs torch_geometric with torch-sparse or pyg-lib"})
-    opts = {"store": os.path.abspath(path), "num_nodes": store.num_nodes(),
-            "num_edges": store.num_edges(), "fanouts": fanouts, "batch_size": batch_size,
-            "batches_per_trial": batches, "trials": trials, "warmup_batches": warmup}
-    store.close()
+            t = time.perf_counter()
+            data = pyg_data(store)
+            setup = time.perf_counter() - t
+            results.append(dict(bench_pyg(data, *args), setup_s=setup))
+            del data
+        opts = {"store": os.path.abspath(path), "num_nodes": store.num_nodes(),
+                "num_edges": store.num_edges(), "fanouts": list(o.fanouts),
+                "batch_size": o.batch_size, "batches_per_trial": o.batches, "trials": o.trials,
+                "warmup_batches": o.warmup}
     if "dgl" in peers:
         log.info("sample: DGL")
-        results += bench_dgl(path, fanouts, batch_size, batches, trials, warmup)
+        results += bench_dgl(path, o)
     ours = next((r for r in results if r["peer"] == "featurestore"), None)
     for r in results:
         if ours and r.get("batches_per_s") and not r.get("whole_loader"):
             r["ours_over_peer"] = ours["batches_per_s"] / r["batches_per_s"]
     return {"benchmark": "sample", "machine": machine_info(path), "options": opts,
             "results": results}
-
-
-def table(report: dict) -> str:
-    """A markdown table of a sample report."""
-    from .report import fmt_rate, md_table
-
-    rows = []
-    for r in report["results"]:
-        if "batches_per_s" not in r:
-            rows.append([r["peer"], r.get("status", ""), None, None, None, None, None,
-                         r.get("why", "")])
-            continue
-        st = r.get("stage_ms", {})
-        rows.append([r["peer"], f"{r['batches_per_s']:.1f}", fmt_rate(r["seeds_per_s"]),
-                     fmt_rate(r["edges_per_s"]), f"{r['edges_per_batch']:,.0f}",
-                     f"{st['sample']:.1f}" if "sample" in st else None,
-                     f"{r['ours_over_peer']:.2f}x" if "ours_over_peer" in r else None,
-                     r.get("impl", "")])
-    o = report["options"]
-    head = (f"Sampling: {o['num_nodes']:,} nodes, {o['num_edges']:,} edges, fanouts "
-            f"{o['fanouts']}, {o['batch_size']} seeds a batch; median of {o['trials']} trials "
-            f"of {o['batches_per_trial']} batches.\n\n")
-    return head + md_table(["sampler", "batches/s", "seeds/s", "sampled edges/s", "edges/batch",
-                            "ms/batch", "ours / peer (batches/s)", "implementation"], rows)

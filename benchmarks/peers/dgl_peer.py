@@ -107,25 +107,24 @@ def _seeds(store, ntype: str, args):
 
 def _timed(name: str, batches, args, count_edges, seeds_per_batch) -> dict:
     """Consume ``batches`` (an iterator); time ``args.batches`` of them after the warm-up."""
-    it = iter(batches)
-    for _ in range(args.warmup):
-        if next(it, None) is None:
-            break
-    n = edges = seeds = 0
-    c0 = time.process_time()
-    t0 = time.perf_counter()
-    for item in it:
-        edges += count_edges(item)
-        seeds += seeds_per_batch(item)
-        n += 1
-        if n >= args.batches or time.perf_counter() - t0 > args.seconds:
-            break
-    dt = time.perf_counter() - t0
-    cpu = time.process_time() - c0
+    from benchmarks.report import timed_loop
+
+    it, seeds = iter(batches), [0]
+
+    def step(k):
+        item = next(it, None)
+        if item is None:
+            return None
+        if k >= args.warmup:
+            seeds[0] += seeds_per_batch(item)
+        return count_edges(item)
+
+    lp = timed_loop(step, args.batches, args.seconds, args.warmup)
+    n, dt, edges = lp["batches"], lp["seconds"], lp["total"]
     res = {"mode": name, "batches": n, "seconds": round(dt, 4),
-           "cpu_seconds": round(cpu, 4),  # this process's CPU time (not its workers'): on a
-           # loaded machine, wall time overstates the cost; cpu_seconds / batches does not
-           "batches_per_s": n / dt if dt else None, "seeds_per_s": seeds / dt if dt else None,
+           "cpu_seconds": round(lp["cpu_seconds"], 4),  # this process's CPU time (not its
+           # workers'): on a loaded machine, wall time overstates the cost; cpu / batch does not
+           "batches_per_s": n / dt if dt else None, "seeds_per_s": seeds[0] / dt if dt else None,
            "sampled_edges_per_batch": edges / n if n else None,
            "sampled_edges_per_s": edges / dt if dt else None, "peak_rss_mib": round(_rss_mib(), 1)}
     log.info("%s: %d batches in %.2f s: %.2f batches/s, %.3g sampled edges/s", name, n, dt,
@@ -145,114 +144,135 @@ def _epochs(make_iter):
         epoch += 1
 
 
-def run(args) -> dict:
+def _sampler(ctx) -> dict:
+    """DGL's NeighborSampler alone, batch after batch."""
+    import dgl
+    import torch
+
+    sampler = dgl.dataloading.NeighborSampler(ctx["dgl_fan"])
+    gen = torch.Generator().manual_seed(ctx["args"].seed)
+    seeds, bs, g = ctx["seeds"], ctx["args"].batch_size, ctx["g"]
+
+    def batches(epoch):
+        perm = seeds[torch.randperm(seeds.numel(), generator=gen)]
+        for lo in range(0, perm.numel(), bs):
+            yield sampler.sample(g, perm[lo:lo + bs])
+
+    return _timed("sampler", _epochs(batches), ctx["args"], lambda b: _block_edges(b[2]),
+                  lambda b: b[1].numel())
+
+
+def _touch(b) -> int:
+    """What a training step reads of DGL blocks: input features and output labels."""
+    _ = b[2][0].srcdata["feat"], b[2][-1].dstdata["label"]
+    return _block_edges(b[2])
+
+
+def _loader(ctx) -> dict:
+    """DGL's DataLoader with that sampler, features and labels in RAM (``g.ndata``)."""
+    import dgl
     import numpy as np
     import torch
 
+    args, g, store, ntype = ctx["args"], ctx["g"], ctx["store"], ctx["ntype"]
+    t = time.perf_counter()
+    g.ndata["feat"] = torch.from_numpy(np.array(ctx["feats"].numpy()))  # into RAM
+    g.ndata["label"] = torch.from_numpy(np.asarray(store.labels(ntype), dtype=np.int64))
+    ctx["report"]["setup"]["loader_features_to_ram_s"] = round(time.perf_counter() - t, 3)
+    sampler = dgl.dataloading.NeighborSampler(ctx["dgl_fan"], prefetch_node_feats=["feat"],
+                                              prefetch_labels=["label"])
+    dl = dgl.dataloading.DataLoader(g, ctx["seeds"], sampler, batch_size=args.batch_size,
+                                    shuffle=True, drop_last=False, num_workers=args.num_workers,
+                                    persistent_workers=args.num_workers > 0)
+    try:
+        return _timed("loader", _epochs(lambda e: iter(dl)), args, _touch, lambda b: b[1].numel())
+    finally:
+        g.ndata.pop("feat")
+
+
+def _ours_dgl(ctx) -> dict:
+    """Our NeighborLoader(output="dgl") in the same process, for reference."""
+    from loaders import NeighborLoader
+
+    args = ctx["args"]
+    ld = NeighborLoader(ctx["store"], args.fanouts, (ctx["ntype"], ctx["seeds"].numpy()),
+                        fanout_order="pyg", batch_size=args.batch_size, shuffle=True,
+                        output="dgl", device="cpu", seed=args.seed, feature=args.feature,
+                        num_threads=args.threads)
+    return _timed("ours-dgl", _epochs(lambda e: iter(ld)), args, _touch, lambda b: b[1].numel())
+
+
+def _context(args, store) -> dict:
+    """The graph of ``store`` as DGL and GraphBolt take it, the seeds and the report's head."""
     import dgl
+    import numpy as np
+    import torch
 
-    import featurestore as fs
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    store = fs.open_store(args.store)
     if len(store.node_types) != 1 or len(store.edge_types) != 1:
         raise SystemExit(f"dgl_peer: expected a homogeneous store (one node type, one edge type) "
                          f"at {args.store}. Got {store.node_types} / {store.edge_types}.")
     ntype, etype = store.node_types[0], store.edge_types[0]
-    dgl_fan = dgl_fanouts(args)
-    seeds = torch.from_numpy(_seeds(store, ntype, args))
-    report = {
+    ctx = {"args": args, "store": store, "ntype": ntype, "dgl_fan": dgl_fanouts(args),
+           "seeds": torch.from_numpy(_seeds(store, ntype, args)), "g": None,
+           "feats": store.features(ntype, args.feature)}
+    report = ctx["report"] = {
         "peer": "dgl", "store": os.path.abspath(args.store),
         "versions": {"dgl": dgl.__version__, "torch": torch.__version__, "numpy": np.__version__,
                      "python": platform.python_version()},
         "threads": torch.get_num_threads(), "num_workers": args.num_workers,
-        "fanouts_hop_order": args.fanouts, "dgl_fanouts": dgl_fan,
-        "batch_size": args.batch_size, "num_seeds": int(seeds.numel()),
+        "fanouts_hop_order": args.fanouts, "dgl_fanouts": ctx["dgl_fan"],
+        "batch_size": args.batch_size, "num_seeds": int(ctx["seeds"].numel()),
         "num_nodes": store.num_nodes(ntype), "num_edges": store.num_edges(etype),
-        "setup": {}, "results": [],
-    }
+        "feature": {"name": args.feature, "dtype": str(ctx["feats"].dtype),
+                    "shape": list(ctx["feats"].shape)},
+        "setup": {}, "results": []}
     t = time.perf_counter()
     indptr_np, indices_np = store.csc(etype)
-    indptr = torch.from_numpy(np.asarray(indptr_np, dtype=np.int64))
-    indices = torch.from_numpy(np.asarray(indices_np, dtype=np.int64))
-    n = store.num_nodes(ntype)
+    ctx["indptr"] = torch.from_numpy(np.asarray(indptr_np, dtype=np.int64))
+    ctx["indices"] = torch.from_numpy(np.asarray(indices_np, dtype=np.int64))
     report["setup"]["read_csc_s"] = round(time.perf_counter() - t, 3)
     report["setup"]["peak_rss_mib_after_csc"] = round(_rss_mib(), 1)
-    feats = store.features(ntype, args.feature)
-    report["feature"] = {"name": args.feature, "dtype": str(feats.dtype), "shape": list(feats.shape)}
-    bs = args.batch_size
-    need_dgl_graph = any(m in ("sampler", "loader") for m in args.modes)
-    g = None
-    if need_dgl_graph:
+    if any(m in ("sampler", "loader") for m in args.modes):
         t = time.perf_counter()
-        g = dgl.graph(("csc", (indptr, indices, torch.empty(0, dtype=torch.int64))), num_nodes=n)
+        ctx["g"] = dgl.graph(("csc", (ctx["indptr"], ctx["indices"],
+                                      torch.empty(0, dtype=torch.int64))),
+                             num_nodes=store.num_nodes(ntype))
         report["setup"]["dgl_graph_s"] = round(time.perf_counter() - t, 3)
-
-    for mode in args.modes:
-        try:
-            if mode == "sampler":
-                sampler = dgl.dataloading.NeighborSampler(dgl_fan)
-                gen = torch.Generator().manual_seed(args.seed)
-
-                def batches(epoch, sampler=sampler, gen=gen):
-                    perm = seeds[torch.randperm(seeds.numel(), generator=gen)]
-                    for lo in range(0, perm.numel(), bs):
-                        yield sampler.sample(g, perm[lo:lo + bs])
-
-                res = _timed(mode, _epochs(batches), args, lambda b: _block_edges(b[2]),
-                             lambda b: b[1].numel())
-            elif mode == "loader":
-                t = time.perf_counter()
-                g.ndata["feat"] = torch.from_numpy(np.array(feats.numpy()))  # into RAM
-                g.ndata["label"] = torch.from_numpy(np.asarray(store.labels(ntype), dtype=np.int64))
-                report["setup"]["loader_features_to_ram_s"] = round(time.perf_counter() - t, 3)
-                sampler = dgl.dataloading.NeighborSampler(
-                    dgl_fan, prefetch_node_feats=["feat"], prefetch_labels=["label"])
-                dl = dgl.dataloading.DataLoader(g, seeds, sampler, batch_size=bs, shuffle=True,
-                                                drop_last=False, num_workers=args.num_workers,
-                                                persistent_workers=args.num_workers > 0)
-
-                def touch(b):  # what a training step reads
-                    _ = b[2][0].srcdata["feat"], b[2][-1].dstdata["label"]
-                    return _block_edges(b[2])
-
-                res = _timed(mode, _epochs(lambda e: iter(dl)), args, touch, lambda b: b[1].numel())
-                del dl
-                g.ndata.pop("feat")
-            elif mode == "ours-dgl":
-                from loaders import NeighborLoader
-
-                ld = NeighborLoader(store, args.fanouts, (ntype, seeds.numpy()), fanout_order="pyg",
-                                    batch_size=bs,
-                                    shuffle=True, output="dgl", device="cpu", seed=args.seed,
-                                    feature=args.feature, num_threads=args.threads)
-
-                def touch_ours(b):
-                    _ = b[2][0].srcdata["feat"], b[2][-1].dstdata["label"]
-                    return _block_edges(b[2])
-
-                res = _timed(mode, _epochs(lambda e: iter(ld)), args, touch_ours,
-                             lambda b: b[1].numel())
-            else:
-                res = _graphbolt(mode, args, store, ntype, feats, indptr, indices, seeds,
-                                 dgl_fan, report)
-        except Exception as e:  # one failing mode must not hide the others
-            log.exception("mode %s failed", mode)
-            res = {"mode": mode, "error": f"{type(e).__name__}: {e}"}
-        report["results"].append(res)
-    store.close()
-    return report
+    return ctx
 
 
-def _graphbolt(mode, args, store, ntype, feats, indptr, indices, seeds, dgl_fanouts, report):
+def run(args) -> dict:
+    """Every mode of ``args.modes`` on ``args.store``; the peer's report."""
+    import torch
+
+    import dgl  # noqa: F401  (before featurestore, as DGL's environment expects)
+    import featurestore as fs
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    modes = {"sampler": _sampler, "loader": _loader, "ours-dgl": _ours_dgl}
+    with fs.open_store(args.store) as store:
+        ctx = _context(args, store)
+        for mode in args.modes:
+            try:
+                res = modes.get(mode, lambda c, m=mode: _graphbolt(m, c))(ctx)
+            except Exception as e:  # noqa: BLE001  (one failing mode must not hide the others)
+                log.exception("mode %s failed", mode)
+                res = {"mode": mode, "error": f"{type(e).__name__}: {e}"}
+            ctx["report"]["results"].append(res)
+    return ctx["report"]
+
+
+def _graphbolt(mode: str, ctx) -> dict:
+    """GraphBolt's pipeline, features in RAM or memory-mapped from the store's file."""
     import numpy as np
     import torch
 
     import dgl.graphbolt as gb
 
+    args, feats = ctx["args"], ctx["feats"]
     t = time.perf_counter()
-    graph = gb.fused_csc_sampling_graph(indptr, indices)
+    graph = gb.fused_csc_sampling_graph(ctx["indptr"], ctx["indices"])
     if mode == "graphbolt":
         x = torch.from_numpy(np.array(feats.numpy()))
     else:  # the store's feature file, memory-mapped: GraphBolt's in_memory: false
@@ -260,9 +280,9 @@ def _graphbolt(mode, args, store, ntype, feats, indptr, indices, seeds, dgl_fano
             warnings.simplefilter("ignore")  # torch warns that the read-only map is not writable
             x = torch.from_numpy(feats.numpy())
     fstore = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(x)})
-    report["setup"][f"{mode}_s"] = round(time.perf_counter() - t, 3)
-    fan = [torch.LongTensor([f]) for f in dgl_fanouts]
-    item_set = gb.ItemSet(seeds, names="seed_nodes")
+    ctx["report"]["setup"][f"{mode}_s"] = round(time.perf_counter() - t, 3)
+    fan = [torch.LongTensor([f]) for f in ctx["dgl_fan"]]
+    item_set = gb.ItemSet(ctx["seeds"], names="seed_nodes")
     dp = gb.ItemSampler(item_set, batch_size=args.batch_size, shuffle=True)
     dp = dp.sample_neighbor(graph, fan)
     dp = dp.fetch_feature(fstore, node_feature_keys=["feat"])
@@ -279,7 +299,8 @@ def _graphbolt(mode, args, store, ntype, feats, indptr, indices, seeds, dgl_fano
 def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
     os.environ.setdefault("DGLBACKEND", "pytorch")
     # numba's on-disk cache (featurestore's kernels) is per numba version: a separate directory
     # keeps this environment's numba from invalidating the main environment's cache mid-benchmark

@@ -86,8 +86,8 @@ def test_device_missing_target(tmp_path):
 def test_gather_sweep_on_a_store(feat_store, tmp_path):
     out = tmp_path / "out"
     assert cli_main(["bench", "gather", "--store", feat_store, "--ntype", "paper", "--feature", "x",
-                     "--batch-sizes", "100,1000", "--thread-counts", "1,4", "--trials", "2",
-                     "--device-seconds", "0", "--out", str(out)] + PLOT) == 0
+                     "--batch-sizes", "100,1000", "--zarr-batch", "100", "--thread-counts", "1,4",
+                     "--trials", "2", "--device-seconds", "0", "--out", str(out)] + PLOT) == 0
     rep = _json(out / "gather.json")
     batch = [r for r in rep["results"] if "sweep" not in r]
     got = {(r["batch"], r["cache"], r["method"]) for r in batch}
@@ -119,9 +119,9 @@ def test_gather_sweep_refuses_compressed(tmp_path):
 
 
 def test_sample_ours_and_pyg(graph_store, tmp_path, monkeypatch):
-    from benchmarks import sample_bench
+    from benchmarks import workload
 
-    monkeypatch.setattr(sample_bench, "dgl_python", lambda: None)  # as on a machine without DGL
+    monkeypatch.setattr(workload, "dgl_python", lambda: None)  # as on a machine without DGL
     out = tmp_path / "out"
     assert cli_main(["bench", "sample", "--store", graph_store, "--batch-size", "64",
                      "--batches", "3", "--trials", "2", "--fanouts", "5,3",
@@ -180,9 +180,9 @@ def test_preprocess_small(tmp_path):
 
 def test_all_quick(tmp_path, monkeypatch):
     from benchmarks import all as ball
-    from benchmarks import sample_bench
+    from benchmarks import workload
 
-    monkeypatch.setattr(sample_bench, "dgl_python", lambda: None)
+    monkeypatch.setattr(workload, "dgl_python", lambda: None)
     monkeypatch.setattr(ball.Sizes, "quick", classmethod(lambda cls: cls(
         gather_rows=3000, nodes=3000, edges=20_000, prep_edges=20_000, prep_nodes=2000,
         trials=1, device_seconds=0.0, loader_batches=2, loader_seconds=5.0)))
@@ -207,12 +207,12 @@ def test_all_quick(tmp_path, monkeypatch):
 
 
 def test_all_reports_a_failing_part(tmp_path, monkeypatch):
-    from benchmarks import all as ball
+    from benchmarks import device
 
     def boom(*a, **k):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(ball, "run_device", boom)
+    monkeypatch.setattr(device, "run", boom)
     out = tmp_path / "out"
     assert cli_main(["bench", "all", "--quick", "--parts", "device", "--workdir",
                      str(tmp_path / "w"), "--out", str(out)]) == 1

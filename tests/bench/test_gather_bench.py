@@ -1,13 +1,13 @@
-"""Smoke run of the gather benchmark on a tiny store, so the benchmark code cannot rot."""
+"""The gather benchmark on tiny stores, so the benchmark code cannot rot."""
 
 from __future__ import annotations
 
 import json
 
-from featurestore.cli import main as cli_main
-from benchmarks.device import pages_touched
-
 import numpy as np
+
+from benchmarks.device import pages_touched
+from featurestore.cli import main as cli_main
 
 
 def test_pages_touched_brute_force():
@@ -21,11 +21,20 @@ def test_pages_touched_brute_force():
 
 
 def test_bench_gather_quick(tmp_path, capsys):
+    """``--quick``: both synthetic layouts, every read path warm and cold, zarr at one batch."""
     out = tmp_path / "report.json"
     assert cli_main(["bench", "gather", "--quick", "--workdir", str(tmp_path / "w"),
-                     "--json", str(out)]) == 0
+                     "--out", str(tmp_path / "o"), "--json", str(out)]) == 0
     report = json.loads(out.read_text())
-    methods = {(r["layout"], r["cache"], r["batch_kind"], r["method"]) for r in report["results"]}
-    assert len(methods) == 2 * 2 * 2 * 3  # layouts x caches x batches x read paths
-    assert all(r["seconds"] > 0 for r in report["results"])
+    batch = [r for r in report["results"] if "sweep" not in r]
+    got = {(r["layout"], r["cache"], r["batch"], r["method"]) for r in batch}
+    layouts = {"float16 x 768", "float32 x 128"}
+    want = {(lay, c, b, m) for lay in layouts for c in ("warm", "cold") for b in (1000, 3000)
+            for m in ("featurestore", "np.memmap")}
+    want |= {(lay, c, 1000, "zarr oindex") for lay in layouts for c in ("warm", "cold")}
+    assert got == want
+    for r in report["results"]:
+        assert r["seconds"] > 0 and r["p95_seconds"] >= r["seconds"]
+        assert r["rows_per_s"] == r["batch"] / r["seconds"]
+    assert {r["io_threads"] for r in report["results"] if r.get("sweep") == "io_threads"} == {1, 8}
     assert "| featurestore |" in capsys.readouterr().out

@@ -9,19 +9,40 @@ import numpy as np
 import pytest
 
 from benchmarks import render
-from benchmarks.report import (fmt_rate, md_table, plot_bars, plot_lines, plot_stacked,
-                               timed_trials, write_json)
+from benchmarks.report import (Timing, fmt_rate, md_table, plot_bars, plot_lines, plot_stacked,
+                               timed_loop, timed_trials, write_json)
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def test_timed_trials_median_and_warmup_not_counted():
+def test_timed_trials_median_p95_and_warmup_not_counted():
     calls = []
-    med, times = timed_trials(lambda: calls.append(1), trials=5, warmup=2)
-    assert len(calls) == 7 and len(times) == 5
-    assert med == statistics.median(times)
+    t = timed_trials(lambda st: calls.append(st), trials=5, warmup=2, setup=lambda: "s")
+    assert calls == ["s"] * 7 and len(t.times) == 5
+    assert t.median == statistics.median(t.times)
+    assert t.p95 == pytest.approx(np.percentile(t.times, 95)) and t.p95 <= max(t.times)
     with pytest.raises(ValueError, match="trials >= 1"):
-        timed_trials(lambda: None, trials=0)
+        timed_trials(lambda st: None, trials=0)
+
+
+def test_timed_trials_fresh_state_per_trial():
+    """``fresh``: ``before``, ``setup`` and ``teardown`` around every call (cold trials)."""
+    log = []
+    t = timed_trials(lambda st: log.append(("call", st)), trials=2, warmup=1, fresh=True,
+                     setup=lambda: len(log), teardown=lambda st: log.append(("down", st)),
+                     before=lambda: log.append(("before", None)))
+    assert len(t.times) == 2
+    assert [e[0] for e in log] == ["before", "call", "down"] * 3
+    states = [st for kind, st in log if kind == "call"]
+    assert len(set(states)) == 3  # a new state each time
+
+
+def test_timed_loop_stops_at_limit_or_exhaustion():
+    it = iter(range(10))
+    lp = timed_loop(lambda k: next(it, None), limit=100, warmup=2)
+    assert lp["batches"] == 8 and lp["total"] == sum(range(2, 10))  # warm-up not counted
+    lp = timed_loop(lambda k: 1, limit=5)
+    assert lp["batches"] == 5 and lp["total"] == 5 and lp["seconds"] >= 0
 
 
 @pytest.mark.parametrize("x, want", [(999, "999"), (1234, "1.23k"), (2.5e6, "2.5M"),
@@ -104,18 +125,19 @@ def test_plot_without_matplotlib_is_a_clear_error(monkeypatch):
 
 
 def test_device_share_in_gather_record():
-    from benchmarks.gather_sweep import _record
+    from benchmarks.gather_bench import _record
 
     class T:
         layout, row_bytes, shape = "float32 x 128", 512, (10_000, 128)
 
     limits = {"randread_4k_qd32_iops": 1000.0, "randread_4k_qd1_iops": 100.0}
-    r = _record(T, "featurestore", "cold", 500, [0.4, 0.2, 0.3], 250, limits)
+    r = _record(T, "featurestore", "cold", 500, Timing((0.4, 0.2, 0.3)), 250, limits)
     assert r["seconds"] == 0.3 and r["rows_per_s"] == pytest.approx(500 / 0.3)
     assert r["GBps"] == pytest.approx(500 * 512 / 0.3 / 1e9)
     assert r["device_limit_s"] == pytest.approx(0.25)  # 250 pages at 1000 IOPS
     assert r["share_of_device_limit"] == pytest.approx(0.25 / 0.3)
-    assert "device_limit_s" not in _record(T, "featurestore", "warm", 500, [0.1], 250, limits)
+    assert "device_limit_s" not in _record(T, "featurestore", "warm", 500, Timing((0.1,)), 250,
+                                           limits)
 
 
 def test_preprocess_chart_skips_stages_that_did_not_run(tmp_path):
