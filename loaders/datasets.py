@@ -166,7 +166,7 @@ class NodeView:
 
     def __init__(self, store: Store, ntype: str, device="cpu"):
         object.__setattr__(self, "_store", store)
-        object.__setattr__(self, "_ntype", ntype)
+        object.__setattr__(self, "_node_type", ntype)
         object.__setattr__(self, "_device", device)
         object.__setattr__(self, "_hidden", set())
         object.__setattr__(self, "_masks", {})
@@ -174,18 +174,18 @@ class NodeView:
     @property
     def num_nodes(self) -> int:
         """The node type's number of nodes."""
-        return self._store.num_nodes(self._ntype)
+        return self._store.num_nodes(self._node_type)
 
     @property
     def num_features(self) -> int:
         """The width of ``x`` (0 when the node type has no ``feat`` feature)."""
-        if "feat" not in self._store.feature_names(self._ntype):
+        if "feat" not in self._store.feature_names(self._node_type):
             return 0
-        return int(np.prod(self._store.features(self._ntype).shape[1:]))
+        return int(np.prod(self._store.features(self._node_type).shape[1:]))
 
     def keys(self) -> list[str]:
         """The attribute names this view answers (hidden ones left out)."""
-        st, t = self._store, self._ntype
+        st, t = self._store, self._node_type
         names = [("x" if f == "feat" else f) for f in st.feature_names(t)]
         names += [("y" if v == "label" else v) for v in st.value_names(t)]
         splits = st.split_names
@@ -199,7 +199,7 @@ class NodeView:
     def mask(self, split: str) -> torch.Tensor:
         """The boolean mask of split ``split`` (``train``, ``valid``, ``test``) over the nodes."""
         if split not in self._masks:
-            ids = split_ids(self._store, split, self._ntype)
+            ids = split_ids(self._store, split, self._node_type)
             m = torch.zeros(self.num_nodes, dtype=torch.bool)
             m[_torch_ids(ids)] = True
             self._masks[split] = m
@@ -208,7 +208,7 @@ class NodeView:
     def __getattr__(self, name: str):
         if name.startswith("__") or name in self._hidden:
             raise AttributeError(name)
-        st, t = self._store, self._ntype
+        st, t = self._store, self._node_type
         feat = _FEATURE_ALIASES.get(name, name)
         if feat in st.feature_names(t):
             return LazyRows(st.features(t, feat), f"{t}.{name}", self._device)
@@ -238,7 +238,7 @@ class NodeView:
         self._hidden.add(name)
 
     def __repr__(self) -> str:
-        return f"NodeView({self._ntype!r}, num_nodes={self.num_nodes}, keys={self.keys()})"
+        return f"NodeView({self._node_type!r}, num_nodes={self.num_nodes}, keys={self.keys()})"
 
 
 def split_ids(store: Store, split: str, ntype: str | None = None) -> np.ndarray:
