@@ -17,10 +17,11 @@ _threading_layer.choose()  # a no-op once featurestore chose; kept for clarity o
 
 from .errors import LoaderArgumentError, UnsupportedArgumentError  # noqa: E402
 from .loader import LoaderStats, NeighborLoader, resolve_input_nodes  # noqa: E402
+from .relational import HomogeneousGraph  # noqa: E402
 from .sampler import CSCGraph, Fanouts, MiniBatch, NeighborSampler, SampledSubgraph  # noqa: E402
 
 __all__ = ["NeighborLoader", "LoaderStats", "NeighborSampler", "SampledSubgraph", "MiniBatch", "Fanouts",
-           "CSCGraph", "resolve_input_nodes", "LoaderArgumentError", "UnsupportedArgumentError"]
+           "CSCGraph", "HomogeneousGraph", "resolve_input_nodes", "LoaderArgumentError", "UnsupportedArgumentError"]
 # not in __all__: ``from loaders import *`` must not import torch_geometric or dgl
 
 _LAZY = ("pyg", "dgl")

@@ -40,7 +40,8 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from .sampler import MiniBatch, SampledSubgraph
 
-__all__ = ["DataLoader", "to_dgl", "to_blocks", "require_dgl", "DGLNotInstalledError"]
+__all__ = ["DataLoader", "to_dgl", "to_blocks", "require_dgl", "DGLNotInstalledError",
+           "NodeCollator"]
 
 #: what to install, named in the error raised when DGL is missing.
 INSTALL_HINT = ("pip install dgl==2.1.0 'torch>=2.0,<=2.2.1' torchdata==0.7.1 pandas 'numpy<2' "
@@ -237,3 +238,47 @@ def DataLoader(graph, indices, graph_sampler, device=None, **kwargs):  # noqa: N
     kwargs.setdefault("batch_size", 1)
     return NeighborLoader(graph, graph_sampler, indices, output="dgl", device=device, **kwargs)
 
+
+class NodeCollator:
+    """DGL's ``dgl.dataloading.NodeCollator(g, idx, graph_sampler)`` over a store's relational
+    view, for scripts that feed a PyTorch ``DataLoader`` with ``collate_fn=collator.collate``
+    (DGL's MAG240M RGAT example subclasses it).
+
+    ``g`` is a :class:`loaders.relational.HomogeneousGraph` (it stands for the script's
+    homogeneous ``graph.dgl``), ``idx`` homogeneous ids of one node type and ``graph_sampler``
+    a ``dgl.dataloading.NeighborSampler`` (or its fanouts, input layer first). :meth:`collate`
+    returns ``(input_nodes, output_nodes, blocks)`` in homogeneous ids, the blocks carrying
+    ``dgl.NTYPE``, ``dgl.ETYPE`` and ``edata["etype"]`` (no features: the script adds them).
+    Picklable, for ``DataLoader`` worker processes; each batch's draws come from torch's
+    generator (seeded per worker by PyTorch).
+    """
+
+    def __init__(self, g, idx, graph_sampler, **kwargs):
+        import torch
+
+        from ._compat import fanouts
+        from .relational import HomogeneousGraph
+        from .sampler import NeighborSampler
+
+        if not isinstance(g, HomogeneousGraph):
+            raise TypeError("Expected loaders.relational.HomogeneousGraph(store) as the graph "
+                            f"(it stands for graph.dgl). Got {type(g).__name__} instead.")
+        self.g = g
+        self.seed_type, _ = g.seeds(idx)
+        self.dataset = torch.as_tensor(np.asarray(idx), dtype=torch.int64)
+        nn, replace = fanouts(graph_sampler, output="dgl")
+        self.sampler = NeighborSampler(g.store, nn, replace=replace)
+
+    def collate(self, items):
+        """``(input_nodes, output_nodes, blocks)`` of the seeds ``items`` (homogeneous ids)."""
+        import torch
+
+        from .sampler import MiniBatch
+
+        ids = torch.stack([torch.as_tensor(i) for i in items]) if isinstance(items, list) \
+            else torch.as_tensor(items)
+        ntype, local = self.g.seeds(ids.reshape(-1))
+        batch = int(torch.randint(1 << 62, ()))
+        sub = self.sampler.sample(local, ntype, seed=0, epoch=0, batch=batch)
+        mb = MiniBatch(sub, {}, None, torch.device("cpu"), {})
+        return to_dgl(self.g.view.apply(mb))

@@ -268,8 +268,9 @@ class NeighborLoader:
         PyG's ``transform=``: a callable applied to each batch (after the conversion to
         ``output``), in the loader's gather thread.
     homogeneous
-        The relational view (:mod:`loaders.relational`): each batch as one homogeneous graph,
-        as PyG's ``HeteroData.to_homogeneous()`` and ``dgl.to_homogeneous`` make it, for the
+        ``True`` or an order of the node types (``["paper", "author", "institution"]``, as
+        OGB-LSC's R-GNN numbers them; default the store's): the relational view
+        (:mod:`loaders.relational`), each batch as one homogeneous graph, as PyG's ``HeteroData.to_homogeneous()`` and ``dgl.to_homogeneous`` make it, for the
         relational baselines (R-GNN, RGAT). ``output="pyg"`` yields ``Data`` with ``x`` (every
         node type's features: one width required), ``node_type``, ``edge_type`` (indices into
         ``store.node_types``/``store.edge_types``), ``n_id``/``e_id`` in the homogeneous
@@ -307,7 +308,8 @@ class NeighborLoader:
     replace
         Sample neighbours with replacement.
     feature
-        Name of the feature to gather per node type (types without it get none).
+        Name of the feature to gather per node type (types without it get none); ``None``
+        gathers none.
     labels
         Attach labels (store value ``label``) when present: for every sampled node of each
         node type that has them (PyG's ``y``, whose first ``batch_size`` rows are the seeds';
@@ -399,7 +401,8 @@ class NeighborLoader:
                 f"Expected at least world_size={self.world_size} input nodes (one per rank). "
                 f"Got {self.input_nodes.shape[0]}: every rank would get no batch.")
         have = {t: store.feature_names(t) for t in store.node_types}
-        if any(have.values()) and not any(feature in names for names in have.values()):
+        if feature is not None and any(have.values()) and not any(
+                feature in names for names in have.values()):
             raise UnknownFeatureError(f"Expected feature {feature!r} on some node type of "
                                       f"{store.url}. The store has {have}.")
         self._num_neighbors, self._replace = num_neighbors, replace
@@ -431,7 +434,7 @@ class NeighborLoader:
                     f"Expected one feature dtype on every node type of {store.url} for "
                     f"homogeneous=True. Got {self.feature_dtypes} instead: pass dtype= (say "
                     f"torch.float32) to cast them alike.")
-            self._view = HomogeneousView.from_store(store, self.features)
+            self._view = HomogeneousView.from_store(store, self.features, homogeneous)
         self._chunked = False  # tests set it to run the device path's chunking on the CPU
         self._staging = StagingRing(staging_bytes, pin=self.pin)
         self._convert = peer.wrap(self._converter(output))

@@ -31,7 +31,8 @@ from .sampler import MiniBatch, NeighborSampler as _CoreSampler, SampledSubgraph
 #: the virtual attribute listed for node types without features or labels.
 ID = "n_id"
 
-__all__ = ["to_pyg", "remote_backend", "StoreFeatureStore", "StoreGraphStore", "NeighborSampler"]
+__all__ = ["to_pyg", "remote_backend", "StoreFeatureStore", "StoreGraphStore", "NeighborSampler",
+           "LegacyNeighborSampler", "Adj"]
 
 
 def _t(a: np.ndarray, device=None) -> torch.Tensor:
@@ -316,3 +317,91 @@ class NeighborSampler(BaseSampler):
     @property
     def edge_permutation(self):
         return None
+
+
+# -- PyG 1.x/2.0's NeighborSampler call, over the relational view -----------------------------
+class Adj(tuple):
+    """``(adj_t, e_id, size)`` of one layer, as PyG's legacy ``NeighborSampler`` yields it."""
+
+    __slots__ = ()
+
+    def __new__(cls, adj_t, e_id, size):
+        return super().__new__(cls, (adj_t, e_id, size))
+
+    adj_t = property(lambda self: self[0])
+    e_id = property(lambda self: self[1])
+    size = property(lambda self: self[2])
+
+    def to(self, *args, **kwargs) -> Adj:
+        """The adjacency (and edge ids) on another device."""
+        e_id = self.e_id.to(*args, **kwargs) if self.e_id is not None else None
+        return Adj(self.adj_t.to(*args, **kwargs), e_id, self.size)
+
+
+class LegacyNeighborSampler:
+    """PyG's legacy ``torch_geometric.loader.NeighborSampler(adj_t, sizes, node_idx=...)`` over
+    a store's relational view (OGB-LSC's R-GNN trains with it).
+
+    ``edge_index`` is a :class:`loaders.relational.HomogeneousGraph` (it stands for the
+    script's ``full_adj_t``); ``node_idx`` holds homogeneous ids of one node type. Each batch
+    is ``transform(batch_size, n_id, adjs)`` (or that tuple): ``n_id`` the homogeneous ids,
+    seeds first, and ``adjs`` one ``Adj(adj_t, e_id, size)`` per layer, input layer first;
+    ``adj_t`` is a ``torch_sparse.SparseTensor`` of shape ``(targets, sources)`` whose values
+    are the edge types (indices into ``store.edge_types``), ``size`` is ``(sources, targets)``.
+    Batches come from :class:`loaders.NeighborLoader` (sampling and ``transform`` on its
+    threads); ``num_workers`` sets how many batches each stage prepares ahead.
+    """
+
+    def __init__(self, edge_index, sizes, node_idx=None, num_nodes=None,
+                 return_e_id: bool = True, transform=None, *, batch_size: int = 1,
+                 shuffle: bool = False, drop_last: bool = False, num_workers: int = 0,
+                 seed: int = 0, **kwargs):
+        from .loader import NeighborLoader
+        from .relational import HomogeneousGraph
+
+        if not isinstance(edge_index, HomogeneousGraph):
+            from .errors import LoaderArgumentError
+            raise LoaderArgumentError(
+                "Expected loaders.relational.HomogeneousGraph(store, node_types) as the graph "
+                f"(it stands for full_adj_t). Got {type(edge_index).__name__} instead.")
+        g = edge_index
+        seeds = g.seeds(node_idx if node_idx is not None else np.arange(g.num_nodes()))
+        self.graph, self.return_e_id, self.transform = g, return_e_id, transform
+        kwargs.pop("pin_memory", None)
+        kwargs.pop("persistent_workers", None)
+        self.loader = NeighborLoader(
+            g.store, [int(s) for s in sizes], seeds, batch_size=batch_size, shuffle=shuffle,
+            drop_last=drop_last, seed=seed, output="raw", homogeneous=g.node_types,
+            feature=None, labels=False, device="cpu", prefetch=max(2, int(num_workers)),
+            transform=self._convert, **kwargs)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        return iter(self.loader)
+
+    def _convert(self, hb):
+        sub = hb.subgraph
+        (t,), (et,) = sub.node.keys(), sub.row.keys()
+        n_id = torch.from_numpy(sub.node[t])
+        row, col = torch.from_numpy(sub.row[et]), torch.from_numpy(sub.col[et])
+        eid = torch.from_numpy(sub.edge[et])
+        cn = np.cumsum(sub.num_sampled_nodes[t])
+        ce = np.concatenate([[0], np.cumsum(sub.num_sampled_edges[et])])
+        adjs = []
+        for depth in range(len(ce) - 1, 0, -1):  # the input layer first
+            m, n_src, n_dst = int(ce[depth]), int(cn[depth]), int(cn[depth - 1])
+            adjs.append(Adj(_adj_t(col[:m], row[:m], hb.edge_type[:m], n_dst, n_src),
+                            eid[:m] if self.return_e_id else None, (n_src, n_dst)))
+        out = (sub.batch_size, n_id, adjs)
+        return self.transform(*out) if self.transform is not None else out
+
+
+def _adj_t(dst, src, value, n_dst: int, n_src: int):
+    """A ``torch_sparse.SparseTensor`` (targets x sources), or ``edge_index`` without it."""
+    try:
+        from torch_sparse import SparseTensor
+    except ImportError:  # pragma: no cover - PyG without torch_sparse
+        return torch.stack([src, dst])
+    return SparseTensor(row=dst, col=src, value=value, sparse_sizes=(n_dst, n_src))

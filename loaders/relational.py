@@ -24,7 +24,8 @@ from featurestore.format import EdgeType
 from .errors import LoaderArgumentError
 from .sampler import MiniBatch, SampledSubgraph
 
-__all__ = ["HomogeneousView", "HomogeneousBatch", "NTYPE", "ETYPE"]
+__all__ = ["HomogeneousView", "HomogeneousBatch", "HomogeneousGraph", "HomogeneousFeatures",
+           "NTYPE", "ETYPE"]
 
 #: the node and edge type names of the homogeneous batch (DGL's defaults for one type).
 NTYPE, ETYPE = "_N", EdgeType("_N", "_E", "_N")
@@ -69,10 +70,13 @@ class HomogeneousView:
     edge_offset: dict
 
     @classmethod
-    def from_store(cls, store, features: dict | None = None) -> HomogeneousView:
+    def from_store(cls, store, features: dict | None = None,
+                   node_types=None) -> HomogeneousView:
         """The view of ``store``; ``features`` (per node type, what the loader gathers) must
-        cover every node type with one row shape, or :class:`LoaderArgumentError` says why."""
-        nts, ets = tuple(store.node_types), tuple(store.edge_types)
+        cover every node type with one row shape, or :class:`LoaderArgumentError` says why.
+        ``node_types``: the order of the numbering (default ``store.node_types``; OGB-LSC's
+        R-GNN numbers ``["paper", "author", "institution"]``)."""
+        nts, ets = _node_order(store, node_types), tuple(store.edge_types)
         if features is not None and features:
             missing = [t for t in nts if t not in features]
             if missing:
@@ -130,6 +134,95 @@ class HomogeneousView:
             {NTYPE: y_all} if y_all is not None else {},
             node_type=torch.from_numpy(ntype).to(dev), edge_type=torch.from_numpy(etype).to(dev),
             node_types=self.node_types, edge_types=self.edge_types)
+
+
+def _node_order(store, node_types) -> tuple[str, ...]:
+    """``node_types`` checked to be an order of the store's node types (default: the store's)."""
+    have = tuple(store.node_types)
+    if node_types is None or node_types is True:
+        return have
+    order = tuple(node_types) if not isinstance(node_types, str) else (node_types,)
+    if sorted(order) != sorted(have):
+        raise LoaderArgumentError(f"Expected homogeneous= True or an order of every node type "
+                                  f"of {store.url} ({list(have)}). Got {node_types!r} instead.")
+    return order
+
+
+class HomogeneousFeatures:
+    """A store's features of every node type as one ``(N, ...)`` array in the homogeneous
+    numbering, read on indexing (``feats[ids]`` gathers the rows: numpy, the store's dtype).
+    Stands where a script memory-maps OGB-LSC's ``full_feat.npy``."""
+
+    def __init__(self, graph: HomogeneousGraph, name: str = "feat"):
+        self.graph = graph
+        self.arrays = [graph.store.features(t, name) for t in graph.node_types]
+        shapes = {tuple(a.shape[1:]) for a in self.arrays}
+        dtypes = {a.dtype for a in self.arrays}
+        if len(shapes) != 1 or len(dtypes) != 1:
+            raise LoaderArgumentError(
+                f"Expected feature {name!r} of one shape and dtype on every node type of "
+                f"{graph.store.url}. Got {[(a.shape, str(a.dtype)) for a in self.arrays]}.")
+        self.shape = (graph.num_nodes(),) + shapes.pop()
+        self.dtype = dtypes.pop()
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, ids) -> np.ndarray:
+        """Rows ``ids`` (homogeneous ids: an integer array, tensor or list)."""
+        ids = np.asarray(ids.cpu().numpy() if isinstance(ids, torch.Tensor) else ids, np.int64)
+        off = self.graph.offsets
+        kind = np.searchsorted(off, ids, side="right") - 1
+        out = np.empty((ids.shape[0],) + self.shape[1:], self.dtype)
+        for k, a in enumerate(self.arrays):
+            sel = np.flatnonzero(kind == k)
+            if sel.size:
+                out[sel] = a.gather(ids[sel] - off[k])
+        return out
+
+
+class HomogeneousGraph:
+    """A store seen as one homogeneous graph (node types numbered in ``node_types`` order):
+    what the relational baselines' ``full_adj_t``/``graph.dgl`` stand for. Give it to
+    :class:`loaders.pyg.LegacyNeighborSampler` or :class:`loaders.dgl.NodeCollator`; ``x`` is
+    the features as a :class:`HomogeneousFeatures`."""
+
+    def __init__(self, store, node_types=None, feature: str = "feat"):
+        self.store = store
+        self.view = HomogeneousView.from_store(store, None, node_types)
+        self.node_types = self.view.node_types
+        self.offsets = np.array([self.view.node_offset[t] for t in self.node_types], np.int64)
+        self._feature = feature
+
+    def __repr__(self) -> str:
+        return f"HomogeneousGraph({self.store.url!r}, node_types={list(self.node_types)})"
+
+    def num_nodes(self) -> int:
+        """Nodes of every type."""
+        return int(sum(self.store.num_nodes(t) for t in self.node_types))
+
+    @property
+    def x(self) -> HomogeneousFeatures:
+        """The features of every node, indexed by homogeneous id."""
+        return HomogeneousFeatures(self, self._feature)
+
+    def formats(self, *args) -> HomogeneousGraph:
+        """DGL's ``g.formats(...)``: the store is CSC already; returns this graph."""
+        return self
+
+    def seeds(self, ids) -> tuple[str, np.ndarray]:
+        """``(node type, store ids)`` of homogeneous ids that are all of one node type."""
+        ids = np.asarray(ids.cpu().numpy() if isinstance(ids, torch.Tensor) else ids, np.int64)
+        kind = np.searchsorted(self.offsets, ids, side="right") - 1
+        if ids.size == 0 or kind.min() != kind.max() or ids.min() < 0 or \
+                ids.max() >= self.num_nodes():
+            raise LoaderArgumentError(
+                f"Expected seeds of one node type, as homogeneous ids in [0, "
+                f"{self.num_nodes()}) with {dict(zip(self.node_types, self.offsets.tolist()))} "
+                f"as the first id of each type. Got ids in [{ids.min() if ids.size else '-'}, "
+                f"{ids.max() if ids.size else '-'}] instead.")
+        k = int(kind[0])
+        return self.node_types[k], ids - self.offsets[k]
 
 
 def _scatter(per_type: dict, where: dict, n: int, device, fill=None):

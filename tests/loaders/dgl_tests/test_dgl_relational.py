@@ -58,3 +58,44 @@ def test_dgl_blocks_match_to_homogeneous(rel_store):
             got = ((src_ids[bu] * N + dst_ids[bv]) * 16 + et).tolist()
             assert got and set(got) <= key
         assert blocks[-1].dstdata["label"].shape[0] == output_nodes.shape[0]
+
+
+def test_node_collator_in_a_dataloader_with_workers(rel_store):
+    """loaders.dgl.NodeCollator (DGL's NodeCollator call) inside a PyTorch DataLoader with two
+    worker processes: seeds, prefix blocks, etypes and NTYPE against the store."""
+    import pickle
+
+    from loaders.dgl import NodeCollator
+    from loaders.relational import HomogeneousGraph
+
+    s = rel_store
+    g = HomogeneousGraph(s)
+    off = dict(zip(g.node_types, g.offsets.tolist()))
+    keys = set()
+    for k, et in enumerate(s.edge_types):
+        indptr, indices = s.csc(et)
+        dst = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+        keys |= set(zip((np.asarray(indices) + off[et.src]).tolist(),
+                        (dst + off[et.dst]).tolist(), [k] * len(dst)))
+    idx = torch.from_numpy(np.asarray(s.split("train", "paper")) + off["paper"])
+    col = NodeCollator(g, idx, dgl.dataloading.MultiLayerNeighborSampler([3, 5]))
+    pickle.loads(pickle.dumps(col))
+    dl = torch.utils.data.DataLoader(col.dataset, batch_size=50, collate_fn=col.collate,
+                                     num_workers=2)
+    seen = []
+    for input_nodes, output_nodes, blocks in dl:
+        seen.append(output_nodes)
+        assert torch.equal(input_nodes[: output_nodes.numel()], output_nodes)
+        for b in blocks:
+            sid, did = b.srcdata[dgl.NID], b.dstdata[dgl.NID]
+            kind = np.searchsorted(g.offsets, sid.numpy(), side="right") - 1
+            assert (b.srcdata[dgl.NTYPE].numpy() == kind).all()
+            u, v = b.edges()
+            got = set(zip(sid[u].tolist(), did[v].tolist(), b.edata["etype"].tolist()))
+            assert got and got <= keys
+        # DGL's order: the seeds' layer (last) draws 5 per edge type (not 5 in all, as DGL's
+        # sampler on a to_homogeneous graph: the sampler samples each relation)
+        _, v = blocks[-1].edges()
+        per = v * 16 + blocks[-1].edata["etype"]
+        assert int(torch.unique(per, return_counts=True)[1].max()) == 5
+    assert torch.equal(torch.cat(seen), idx)

@@ -1,0 +1,105 @@
+"""OGB-LSC's MAG240M interface over a store, and PyG's legacy NeighborSampler call over the
+relational view (what OGB-LSC's rgnn.py trains with), against brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import featurestore as fs
+from loaders.lsc import MAG240MDataset, MAG240MEvaluator
+from loaders.pyg import LegacyNeighborSampler
+from loaders.relational import HomogeneousGraph
+
+ORDER = ["paper", "author", "institution"]  # rgnn.py's numbering
+
+
+@pytest.fixture(scope="module")
+def rel_store(tmp_path_factory):
+    from loaders.synthetic import mag_like_store
+
+    path = mag_like_store(tmp_path_factory.mktemp("lsc") / "s", num_papers=500, num_authors=300,
+                          num_institutions=20, feat_dim=8, seed=11, derive_features=True)
+    with fs.open_store(path) as s:
+        yield s
+
+
+def test_dataset_answers_as_ogb_lsc(rel_store, tmp_path):
+    s = rel_store
+    ds = MAG240MDataset(s.url)
+    assert (ds.num_papers, ds.num_authors, ds.num_institutions) == (500, 300, 20)
+    assert ds.num_paper_features == 8 and ds.num_classes == s.num_classes("paper")
+    np.testing.assert_array_equal(ds.get_idx_split("train"), s.split("train", "paper"))
+    np.testing.assert_array_equal(ds.get_idx_split("test"), s.split("test", "paper"))
+    assert set(ds.get_idx_split()) == {"train", "valid", "test-dev"}
+    lab = np.asarray(s.labels("paper"))
+    y = ds.paper_label
+    assert np.isnan(y[lab < 0]).all() and (y[lab >= 0] == lab[lab >= 0]).all()
+    ei = ds.edge_index("author", "institution")
+    indptr, indices = s.csc(("author", "affiliated_with", "institution"))
+    pairs = {(int(a), int(i)) for i in range(len(indptr) - 1)
+             for a in indices[indptr[i]:indptr[i + 1]]}
+    assert set(map(tuple, ei.T.tolist())) == pairs
+    assert ds.edge_index("author", "writes", "paper").shape[1] == s.num_edges(
+        ("author", "writes", "paper"))
+    ev = MAG240MEvaluator()
+    assert ev.eval({"y_true": np.array([1, 2, 3]), "y_pred": torch.tensor([1, 0, 3])})["acc"] \
+        == pytest.approx(2 / 3)
+    ev.save_test_submission({"y_pred": np.array([1, 2])}, str(tmp_path))
+    assert np.load(tmp_path / "y_pred_mag240m_test-dev.npz")["y_pred"].tolist() == [1, 2]
+
+
+def _brute(s):
+    """Homogeneous edges {(src, dst, type)} and features, numbered in ORDER."""
+    off = dict(zip(ORDER, np.cumsum([0] + [s.num_nodes(t) for t in ORDER])[:-1].tolist()))
+    keys = set()
+    for k, et in enumerate(s.edge_types):
+        indptr, indices = s.csc(et)
+        dst = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+        keys |= set(zip((np.asarray(indices) + off[et.src]).tolist(),
+                        (dst + off[et.dst]).tolist(), [k] * len(dst)))
+    x = np.concatenate([s.features(t, "feat").numpy() for t in ORDER])
+    return off, keys, x
+
+
+def test_legacy_neighbor_sampler_batches(rel_store):
+    s = rel_store
+    off, keys, x = _brute(s)
+    g = HomogeneousGraph(s, ORDER)
+    feats = g.x
+    assert feats.shape == x.shape and g.num_nodes() == x.shape[0]
+    ids = np.random.default_rng(0).integers(0, x.shape[0], 300)
+    np.testing.assert_array_equal(feats[torch.from_numpy(ids)], x[ids])
+    train = torch.from_numpy(np.asarray(s.split("train", "paper")) + off["paper"])
+    seen = []
+
+    def convert(batch_size, n_id, adjs):
+        return batch_size, n_id, adjs
+
+    loader = LegacyNeighborSampler(g, node_idx=train, sizes=[4, 3], return_e_id=False,
+                                   transform=convert, batch_size=64, shuffle=False,
+                                   num_workers=2)
+    assert len(loader) == -(-train.numel() // 64)
+    for batch_size, n_id, adjs in loader:
+        seen.append(n_id[:batch_size])
+        assert len(adjs) == 2
+        n_src_prev = n_id.numel()
+        for adj_t, e_id, size in adjs:  # input layer first: targets are a prefix of sources
+            assert e_id is None and size[0] == n_src_prev and adj_t.sparse_sizes() == size[::-1]
+            dst, src, et = adj_t.coo()
+            got = set(zip(n_id[src].tolist(), n_id[dst].tolist(), et.tolist()))
+            assert got and got <= keys
+            n_src_prev = size[1]
+        assert n_src_prev == batch_size
+    assert torch.equal(torch.cat(seen), train)  # seeds first, in order
+
+
+def test_homogeneous_graph_refuses_mixed_seeds(rel_store):
+    from loaders.errors import LoaderArgumentError
+
+    g = HomogeneousGraph(rel_store, ORDER)
+    with pytest.raises(LoaderArgumentError, match="one node type"):
+        g.seeds([0, 499, 500])  # a paper, a paper, an author
+    with pytest.raises(LoaderArgumentError, match="every node type"):
+        HomogeneousGraph(rel_store, ["paper", "author"])
