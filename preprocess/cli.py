@@ -22,7 +22,8 @@ import logging
 
 from .memory import parse_size
 
-__all__ = ["register", "add_preprocess_command", "add_job_arguments", "job_kwargs",
+__all__ = ["register", "add_preprocess_command", "add_job_arguments", "add_dask_argument",
+           "job_kwargs",
            "PREPROCESS_COMMAND_MODULES"]
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,14 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dry-run", action="store_true",
                    help="print the plan (steps, sizes, disk, memory) and write nothing")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def add_dask_argument(p: argparse.ArgumentParser) -> None:
+    """``--dask ADDRESS`` / ``--dask local:N``: run the CSC ranges as Dask tasks."""
+    p.add_argument("--dask", default=None, metavar="ADDRESS",
+                   help="sort the CSC ranges as Dask tasks: a scheduler address, or local:N "
+                        "for N local worker processes (needs dask[distributed]; the store "
+                        "must be on storage every worker sees)")
 
 
 def job_kwargs(args: argparse.Namespace) -> dict:
@@ -87,6 +96,7 @@ def register(subparsers) -> None:
     q.add_argument("store", metavar="STORE", help="where the store goes (directory or URL)")
     q.add_argument("--reorder", choices=["none", "degree"], default=None,
                    help="renumber nodes by in-degree, highest first (overrides the spec)")
+    add_dask_argument(q)
     q.set_defaults(func=_run_spec)
 
     q = add_preprocess_command(
@@ -110,6 +120,7 @@ def register(subparsers) -> None:
                    help="add the reverse of every edge and coalesce (PyG's ToUndirected)")
     q.add_argument("--csr", action="store_true",
                    help="also store the CSR (out-neighbours) as edge type rev_RELATION")
+    add_dask_argument(q)
     q.set_defaults(func=_run_edges)
 
     for name in PREPROCESS_COMMAND_MODULES:
@@ -123,24 +134,31 @@ def register(subparsers) -> None:
 
 
 def _run_spec(args) -> int:
-    from .spec import run_spec
+    from .dask_run import dask_client
+    from .spec_run import run_spec
 
-    job = run_spec(args.spec, args.store, reorder=args.reorder, **job_kwargs(args))
+    kw = job_kwargs(args)
+    with dask_client(args.dask) as client:
+        job = run_spec(args.spec, args.store, reorder=args.reorder, dask=client, **kw)
     print(job.plan_text() if args.dry_run else job.summary())
     return 0
 
 
 def _run_edges(args) -> int:
+    from .dask_run import dask_client
     from .edges_job import run_edges_job
 
     def col(c):
         return int(c) if args.no_header and str(c).isdigit() else c
 
-    job = run_edges_job(args.edges, args.store, num_nodes=args.num_nodes, node_type=args.node_type,
-                  relation=args.relation, src_col=col(args.src_col), dst_col=col(args.dst_col),
-                  header=not args.no_header, delimiter=args.delimiter, coalesce=args.coalesce,
-                  drop_self_loops=args.drop_self_loops, undirected=args.undirected,
-                  csr=args.csr, **job_kwargs(args))
+    kw = job_kwargs(args)
+    with dask_client(args.dask) as client:
+        job = run_edges_job(
+            args.edges, args.store, num_nodes=args.num_nodes, node_type=args.node_type,
+            relation=args.relation, src_col=col(args.src_col), dst_col=col(args.dst_col),
+            header=not args.no_header, delimiter=args.delimiter, coalesce=args.coalesce,
+            drop_self_loops=args.drop_self_loops, undirected=args.undirected, csr=args.csr,
+            dask=client, **kw)
     print(job.plan_text() if args.dry_run else job.summary())
     return 0
 

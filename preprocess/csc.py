@@ -246,74 +246,148 @@ class _Spill:
                        np.fromfile(f, dtype=self.dd, count=c))
 
 
-def _iter_ranges(source: EdgeSource, plan: CscPlan, cum: np.ndarray, bounds: np.ndarray,
-                 counts: np.ndarray, *, sort: bool, coalesce: bool, drop_self_loops: bool,
-                 scratch: _Scratch, stats: dict, progress: bool, what: str):
-    """Yield each destination range's slice of ``indices``, in order.
+@dataclass
+class _Ranges:
+    """What sorting any one destination range needs: a picklable task description (the
+    source pickles by its file names, the spill by its file and segment index)."""
 
-    ``cum`` holds the cumulative edge counts of the histogram buckets, ``bounds`` the ranges
-    in histogram buckets. ``counts[d + 1]`` receives destination ``d``'s count (kept edges).
-    With enough ranges the input is spilled once (:class:`_Spill`) rather than re-read per range.
-    """
+    source: EdgeSource
+    plan: CscPlan
+    cum: np.ndarray
+    bounds: np.ndarray
+    sort: bool
+    coalesce: bool
+    drop_self_loops: bool
+    spill: _Spill | None = None
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def dst_range(self, r: int) -> tuple[int, int]:
+        """Destinations ``[lo, hi)`` of range ``r``."""
+        h = self.plan.hist_shift
+        return int(self.bounds[r]) << h, min(int(self.bounds[r + 1]) << h, self.plan.num_dst)
+
+
+def _sort_range(rs: _Ranges, r: int, counts: np.ndarray, scratch: _Scratch, stats: dict,
+                update, what: str) -> np.ndarray:
+    """Range ``r``'s slice of ``indices`` (partition, then finish its buckets); ``counts[d]``
+    receives the kept edges of its ``d``-th destination."""
+    plan, cum, h = rs.plan, rs.cum, rs.plan.hist_shift
     idt = plan.index_dtype
+    f0, f1 = int(rs.bounds[r]), int(rs.bounds[r + 1])
+    lo, hi = rs.dst_range(r)
+    base = int(cum[f0])
+    n = int(cum[f1]) - base
+    shift = bucket_shift(hi - lo, n, h)
+    # bucket starts: every 2**(shift - h)-th histogram bucket, then the range's end
+    bstart = np.append(cum[f0:f1:1 << (shift - h)], cum[f1]) - base
+    if n * plan.edge_bytes > plan.work_bytes:
+        log.info("%s: destinations %d..%d have %d edges, more than the budget holds; "
+                 "they are sorted in a scratch memory map", what, lo, hi, n)
+        ts = scratch.zeros(f"range-{r}-src.bin", n, idt)
+        td = scratch.zeros(f"range-{r}-dst.bin", n, np.uint16)
+    else:
+        ts = np.empty(n, idt)
+        td = np.empty(n, np.uint16)
+    t = time.perf_counter()
+    if n and rs.spill is not None:  # offsets within the range; self loops already gone
+        pos = bstart[:-1].copy()
+        for s, d in rs.spill.blocks(r):
+            K.partition_block(s, d, 0, hi - lo, shift, pos, ts, td, False)
+            update(s.shape[0])
+    elif n:
+        pos = bstart[:-1].copy()
+        for part in rs.source.parts():
+            for s, d in part.iter_blocks(plan.block_edges):
+                K.partition_block(s, d, lo, hi, shift, pos, ts, td, rs.drop_self_loops)
+                stats["bytes_read"] += s.nbytes + d.nbytes
+                update(s.shape[0])
+    elif rs.spill is None:
+        update(rs.source.num_edges or 0)
+    t2 = time.perf_counter()
+    stats["partition_seconds"] += t2 - t
+    kept = np.empty(len(bstart) - 1, np.int64)
+    K.finish_buckets(ts, td, bstart, hi - lo, shift, rs.sort, rs.coalesce, counts, kept)
+    del td
+    m = K.pack_buckets(ts, bstart, kept) if rs.coalesce else n
+    stats["finish_seconds"] += time.perf_counter() - t2
+    return ts[:m]
+
+
+def _ranges(source: EdgeSource, plan: CscPlan, cum: np.ndarray, bounds: np.ndarray, *,
+            sort: bool, coalesce: bool, drop_self_loops: bool, scratch: _Scratch, stats: dict,
+            progress: bool, what: str) -> _Ranges:
+    """The ranges to sort; with enough of them the input is spilled once (:class:`_Spill`)
+    rather than re-read per range."""
+    rs = _Ranges(source, plan, cum, bounds, sort, coalesce, drop_self_loops)
     h = plan.hist_shift
-    nranges = len(bounds) - 1
     range_hi = np.minimum(np.asarray(bounds[1:], np.int64) << h, plan.num_dst)
-    spill = None
-    if SPILL_MIN_RANGES <= nranges <= plan.block_edges // SPILL_MIN_SEGMENT and int(cum[-1]):
+    if SPILL_MIN_RANGES <= len(rs) <= plan.block_edges // SPILL_MIN_SEGMENT and int(cum[-1]):
         t = time.perf_counter()
-        spill = _Spill(source, plan, range_hi, drop_self_loops, scratch, stats, progress, what)
+        rs.spill = _Spill(source, plan, range_hi, drop_self_loops, scratch, stats, progress,
+                          what)
         stats["spill_seconds"] = round(time.perf_counter() - t, 3)
         stats["passes"] = 2  # reads of the input: the histogram and the spill
-    total = int(cum[-1]) if spill is not None else (source.num_edges or 0) * nranges
+    return rs
+
+
+def _iter_ranges(rs: _Ranges, counts: np.ndarray, *, scratch: _Scratch, stats: dict,
+                 progress: bool, what: str):
+    """Yield each destination range's slice of ``indices``, in order, sorted here.
+
+    ``counts[d + 1]`` receives destination ``d``'s count (kept edges).
+    """
+    total = int(rs.cum[-1]) if rs.spill is not None else (rs.source.num_edges or 0) * len(rs)
     with bar(total or None, f"{what}: partition", progress) as pb:
-        for r in range(nranges):
-            f0, f1 = int(bounds[r]), int(bounds[r + 1])
-            lo, hi = f0 << h, min(f1 << h, plan.num_dst)
-            base = int(cum[f0])
-            n = int(cum[f1]) - base
-            shift = bucket_shift(hi - lo, n, h)
-            # bucket starts: every 2**(shift - h)-th histogram bucket, then the range's end
-            bstart = np.append(cum[f0:f1:1 << (shift - h)], cum[f1]) - base
-            if n * plan.edge_bytes > plan.work_bytes:
-                log.info("%s: destinations %d..%d have %d edges, more than the budget holds; "
-                         "they are sorted in a scratch memory map", what, lo, hi, n)
-                ts = scratch.zeros(f"range-{r}-src.bin", n, idt)
-                td = scratch.zeros(f"range-{r}-dst.bin", n, np.uint16)
-            else:
-                ts = np.empty(n, idt)
-                td = np.empty(n, np.uint16)
-            t = time.perf_counter()
-            if n and spill is not None:  # offsets within the range; self loops already gone
-                pos = bstart[:-1].copy()
-                for s, d in spill.blocks(r):
-                    K.partition_block(s, d, 0, hi - lo, shift, pos, ts, td, False)
-                    pb.update(s.shape[0])
-            elif n:
-                pos = bstart[:-1].copy()
-                for part in source.parts():
-                    for s, d in part.iter_blocks(plan.block_edges):
-                        K.partition_block(s, d, lo, hi, shift, pos, ts, td, drop_self_loops)
-                        stats["bytes_read"] += s.nbytes + d.nbytes
-                        pb.update(s.shape[0])
-            elif spill is None:
-                pb.update(source.num_edges or 0)
-            t2 = time.perf_counter()
-            stats["partition_seconds"] += t2 - t
-            kept = np.empty(len(bstart) - 1, np.int64)
-            K.finish_buckets(ts, td, bstart, hi - lo, shift, sort, coalesce,
-                             counts[lo + 1:hi + 1], kept)
-            del td
-            m = K.pack_buckets(ts, bstart, kept) if coalesce else n
-            stats["finish_seconds"] += time.perf_counter() - t2
-            yield ts[:m]
-            del ts
+        for r in range(len(rs)):
+            lo, hi = rs.dst_range(r)
+            yield _sort_range(rs, r, counts[lo + 1:hi + 1], scratch, stats, pb.update, what)
+
+
+def _range_task(rs: _Ranges, r: int, scratch_dir: str, what: str) -> dict:
+    """Sort range ``r`` in a worker: its indices and counts go to files in ``scratch_dir``
+    (shared storage); returns their paths and the statistics."""
+    scratch = _Scratch(None)
+    scratch.path = scratch_dir  # the driver's directory: the driver removes it
+    lo, hi = rs.dst_range(r)
+    counts = np.zeros(hi - lo, np.int64)
+    stats = {"bytes_read": 0, "partition_seconds": 0.0, "finish_seconds": 0.0}
+    out = _sort_range(rs, r, counts, scratch, stats, lambda k: None, what)
+    paths = (os.path.join(scratch_dir, f"range-{r}.idx"),
+             os.path.join(scratch_dir, f"range-{r}.cnt"))
+    out.tofile(paths[0])
+    counts.tofile(paths[1])
+    return {"indices": paths[0], "counts": paths[1], "edges": int(out.shape[0]), **stats}
+
+
+def _iter_ranges_dask(client, rs: _Ranges, counts: np.ndarray, *, scratch: _Scratch,
+                      stats: dict, progress: bool, what: str):
+    """:func:`_iter_ranges` with the ranges sorted as Dask tasks (``client``: a
+    ``distributed.Client``); slices come back in range order, so the output is the same."""
+    from distributed import as_completed
+
+    scratch_dir = os.path.dirname(scratch.file("indices.bin"))
+    futures = [client.submit(_range_task, rs, r, scratch_dir, what, pure=False)
+               for r in range(len(rs))]
+    with bar(len(rs), f"{what}: ranges (dask)", progress, unit="range") as pb:
+        for _ in as_completed(futures):
+            pb.update(1)
+    for r, fut in enumerate(futures):
+        res = fut.result()
+        for k in ("bytes_read", "partition_seconds", "finish_seconds"):
+            stats[k] += res[k]
+        lo, hi = rs.dst_range(r)
+        counts[lo + 1:hi + 1] = np.fromfile(res["counts"], dtype=np.int64)
+        yield np.fromfile(res["indices"], dtype=rs.plan.index_dtype)
+        os.remove(res["indices"])
+        os.remove(res["counts"])
 
 
 def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, indices_out,
                coalesce: bool = False, drop_self_loops: bool = False, sort_neighbors: bool = True,
                budget_bytes: int = 1 << 30, tmpdir=None, progress: bool = True,
-               what: str = "csc") -> dict:
+               what: str = "csc", dask=None) -> dict:
     """Convert ``source`` to CSC, streaming the result into two sinks.
 
     ``indptr_out(indptr)`` is called once with the final ``indptr`` (an array or memory map
@@ -322,7 +396,9 @@ def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, in
     tests pass plain collectors. Returns the statistics of :func:`build_csc`.
 
     Without ``sort_neighbors`` (and without ``coalesce``) the order of the sources within a
-    destination is unspecified.
+    destination is unspecified. With ``dask`` (a ``distributed.Client``) and more than one
+    destination range, the ranges are sorted as Dask tasks, each in its own memory budget,
+    exchanging files through ``tmpdir`` (which every worker must see); the result is the same.
     """
     t0 = time.perf_counter()
     if num_src < 0 or num_dst < 0:
@@ -345,14 +421,17 @@ def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, in
             indptr = (np.zeros(num_dst + 1, np.int64) if plan.indptr_in_ram
                       else scratch.zeros("indptr.bin", num_dst + 1, np.int64))
             tmp_path = scratch.file("indices.bin")
+            rs = _ranges(source, plan, cum, bounds, sort=sort_neighbors, coalesce=coalesce,
+                         drop_self_loops=drop_self_loops, scratch=scratch, stats=stats,
+                         progress=progress, what=what)
+            kw = dict(scratch=scratch, stats=stats, progress=progress, what=what)
+            outs = (_iter_ranges_dask(dask, rs, indptr, **kw) if dask is not None and len(rs) > 1
+                    else _iter_ranges(rs, indptr, **kw))
             with open(tmp_path, "wb") as f:
-                for out in _iter_ranges(source, plan, cum, bounds, indptr, sort=sort_neighbors,
-                                        coalesce=coalesce, drop_self_loops=drop_self_loops,
-                                        scratch=scratch, stats=stats, progress=progress,
-                                        what=what):
+                for out in outs:
                     f.write(memoryview(np.ascontiguousarray(out)).cast("B"))
                     del out  # or the next range's buffers would be allocated beside it
-            del cum
+            del cum, rs
             np.cumsum(indptr, out=indptr)
             n_out = int(indptr[-1])
             stats["edges_out"] = n_out
@@ -391,7 +470,7 @@ def _check_free(writer, et: EdgeType, need: int) -> None:
 def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int, num_dst: int,
               coalesce: bool = False, drop_self_loops: bool = False, symmetrize: bool = False,
               sort_neighbors: bool = True, budget_bytes: int = 1 << 30, tmpdir=None,
-              progress: bool = True) -> dict:
+              progress: bool = True, dask=None) -> dict:
     """Write edge type ``etype`` into ``writer`` (a :class:`featurestore.StoreWriter`) as CSC.
 
     Parameters
@@ -422,6 +501,9 @@ def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int,
         edges, indptr past a sixteenth of the budget); the system's temp directory by default.
     progress
         Show tqdm bars.
+    dask
+        A ``distributed.Client``: sort the destination ranges as Dask tasks (see
+        :func:`coo_to_csc`); ``tmpdir`` must be storage every worker sees.
 
     Returns
     -------
@@ -458,7 +540,7 @@ def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int,
                        indices_out=indices_out, coalesce=coalesce,
                        drop_self_loops=drop_self_loops, sort_neighbors=sort_neighbors,
                        budget_bytes=budget_bytes, tmpdir=tmpdir, progress=progress,
-                       what=et.key())
+                       what=et.key(), dask=dask)
     log.info("%s: %d edges in, %d out, %.1f s, %.2fM edges/s, %d passes, peak %s", et.key(),
              stats["edges_in"], stats["edges_out"], stats["seconds"],
              stats["edges_per_s"] / 1e6, stats["passes"], format_size(stats["peak_anon_bytes"]))

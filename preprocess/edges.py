@@ -21,6 +21,7 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Iterator, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -187,6 +188,14 @@ class ArraySource(EdgeSource):
                                 f"Got {self.src.shape[0]} and {self.dst.shape[0]}.")
         self.num_edges = int(self.src.shape[0])
         self._files = list(files)
+        self._reopen: tuple | None = None  # (function, args): how a worker reopens the files
+
+    def __reduce__(self):
+        """Pickle a file-backed source by its files (a worker maps them again), not its data."""
+        if self._reopen is not None:
+            return self._reopen
+        return (ArraySource, (np.asarray(self.src), np.asarray(self.dst), self.name,
+                              self._files))
 
     def iter_raw(self, block_edges):
         for lo in range(0, self.num_edges, block_edges):
@@ -215,9 +224,14 @@ def from_npy(path, *, layout: str = "auto") -> EdgeSource:
     if layout == "auto":
         layout = "2e" if arr.shape[0] == 2 else "e2"
     if layout == "2e" and arr.shape[0] == 2:
-        return ArraySource(arr[0], arr[1], path, [path])
-    if layout == "e2" and arr.shape[1] == 2:
-        return ArraySource(arr[:, 0], arr[:, 1], path, [path])
+        out = ArraySource(arr[0], arr[1], path, [path])
+    elif layout == "e2" and arr.shape[1] == 2:
+        out = ArraySource(arr[:, 0], arr[:, 1], path, [path])
+    else:
+        out = None
+    if out is not None:
+        out._reopen = (partial(from_npy, layout=layout), (path,))
+        return out
     raise BadInputError(f"Expected layout {layout!r} in {path}. Got shape {arr.shape} instead.")
 
 
@@ -226,7 +240,9 @@ def from_npy_pair(src_path, dst_path) -> EdgeSource:
     s = load_npy(src_path, "source id array")
     d = load_npy(dst_path, "destination id array")
     name = f"{os.fspath(src_path)} + {os.fspath(dst_path)}"
-    return ArraySource(s, d, name, [os.fspath(src_path), os.fspath(dst_path)])
+    out = ArraySource(s, d, name, [os.fspath(src_path), os.fspath(dst_path)])
+    out._reopen = (from_npy_pair, (os.fspath(src_path), os.fspath(dst_path)))
+    return out
 
 
 class ParquetSource(EdgeSource):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,7 @@ class EdgesContext(StepContext):
     options: dict = field(default_factory=dict)
     budget_bytes: int = 2 << 30
     progress: bool = True
+    dask: Any = None  # a distributed.Client: CSC ranges as Dask tasks
 
     @property
     def num_nodes(self) -> int | None:
@@ -72,7 +74,7 @@ def _csc(ctx: EdgesContext, etype: tuple, reverse: bool) -> dict:
     return build_csc(ctx.job.writer, etype, src, num_src=n, num_dst=n, coalesce=o["coalesce"],
                      drop_self_loops=o["drop_self_loops"], symmetrize=o["undirected"],
                      budget_bytes=ctx.budget_bytes, tmpdir=ctx.job.tmpdir,
-                     progress=ctx.progress)
+                     progress=ctx.progress, dask=ctx.dask)
 
 
 def edges_steps(options: dict, num_edges: int | None) -> list[StepDef]:
@@ -96,11 +98,12 @@ def run_edges_job(edges_path, store, *, num_nodes: int | None = None, node_type:
                   delimiter: str | None = None, coalesce: bool = False,
                   drop_self_loops: bool = False, undirected: bool = False, csr: bool = False,
                   force: bool = False, dry_run: bool = False, budget_bytes: int = 2 << 30,
-                  progress: bool = True) -> Job:
+                  progress: bool = True, dask=None) -> Job:
     """Convert one edge list (ids already in ``[0, num_nodes)``) into a store; returns the job.
 
     ``undirected`` adds the reverse of every edge and coalesces (PyG's ``ToUndirected``);
-    ``csr`` also stores the out-neighbours as edge type ``rev_<relation>``.
+    ``csr`` also stores the out-neighbours as edge type ``rev_<relation>``. ``dask`` (a
+    ``distributed.Client``) sorts the CSC ranges as Dask tasks (same store).
     """
     source = open_edges(edges_path, src_col, dst_col, header=header, delimiter=delimiter)
     options = dict(num_nodes=num_nodes, node_type=node_type, relation=relation,
@@ -110,7 +113,7 @@ def run_edges_job(edges_path, store, *, num_nodes: int | None = None, node_type:
     job = Job(store, "edges", source.inputs(), options, force=force, dry_run=dry_run,
               budget_bytes=budget_bytes, progress=progress)
     ctx = EdgesContext(job, source=source, options=options, budget_bytes=budget_bytes,
-                       progress=progress)
+                       progress=progress, dask=dask)
     job.run_steps(edges_steps(options, source.num_edges), ctx)
     job.commit()
     return job

@@ -18,6 +18,7 @@ __all__ = [
     "NotEnoughDiskError",
     "SpecError",
     "BudgetTooSmallError",
+    "DaskNotInstalledError",
 ]
 
 
@@ -51,3 +52,7 @@ class SpecError(PreprocessError, ValueError):
 
 class BudgetTooSmallError(PreprocessError, ValueError):
     """The memory budget given to a job is below what its steps need at the least."""
+
+
+class DaskNotInstalledError(PreprocessError, ImportError):
+    """``--dask`` was asked for without ``dask[distributed]`` installed."""

@@ -13,6 +13,7 @@ import logging
 import os
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,7 @@ class SpecContext(StepContext):
     spec: DatasetSpec = None
     budget_bytes: int = 2 << 30
     progress: bool = True
+    dask: Any = None  # a distributed.Client: CSC ranges as Dask tasks
 
     def count(self, nt: str) -> int | None:
         """The node count of ``nt``: declared, or what its scan or id map step found."""
@@ -261,7 +263,7 @@ def _csc(ctx: SpecContext, e: EdgeSpec, rev: bool) -> dict:
                      num_dst=ctx.count(etype[2]), coalesce=spec.coalesce or e.undirected,
                      drop_self_loops=spec.drop_self_loops, symmetrize=e.undirected,
                      sort_neighbors=spec.sort_neighbors, budget_bytes=ctx.budget_bytes,
-                     tmpdir=ctx.job.tmpdir, progress=ctx.progress)
+                     tmpdir=ctx.job.tmpdir, progress=ctx.progress, dask=ctx.dask)
 
 
 def _edge_steps(spec: DatasetSpec) -> list[StepDef]:
@@ -384,11 +386,14 @@ def _disk_estimate(spec: DatasetSpec) -> int:
 
 
 def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = False,
-             dry_run: bool = False, budget_bytes: int = 2 << 30, progress: bool = True) -> Job:
+             dry_run: bool = False, budget_bytes: int = 2 << 30, progress: bool = True,
+             dask=None) -> Job:
     """Build the store a spec file describes; resumable (see :class:`~preprocess.job.Job`).
 
     ``reorder`` overrides the spec's ``reorder`` (``"none"`` or ``"degree"``). With
     ``dry_run`` nothing is written: ``job.plan_text()`` lists the steps and their plans.
+    ``dask`` (a ``distributed.Client``) sorts the CSC ranges as Dask tasks
+    (:mod:`preprocess.dask_run`); the store is the same byte for byte.
     """
     spec = load_spec(spec_path)
     if reorder is not None:
@@ -402,6 +407,6 @@ def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = Fals
     if not dry_run and not job.complete:
         job.check_disk(_disk_estimate(spec), "the store and its scratch files")
     job.run_steps(steps, SpecContext(job, spec=spec, budget_bytes=budget_bytes,
-                                     progress=progress))
+                                     progress=progress, dask=dask))
     job.commit(spec=spec.path)
     return job

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from preprocess.cli import add_dask_argument
+
 
 def register_preprocess(add_command) -> None:
     """Add ``preprocess mag240m`` and ``preprocess papers100m``."""
@@ -14,6 +16,7 @@ def register_preprocess(add_command) -> None:
     p.add_argument("--derive-features", choices=["mean"], default=None,
                    help="author features = mean of their papers', institution = mean of their "
                         "authors' (the OGB baseline's full_feat.npy), out of core")
+    add_dask_argument(p)
     p.set_defaults(func=_run_mag)
 
     q = add_command("papers100m", "ogbn-papers100M in its binary layout to a store",
@@ -31,8 +34,12 @@ def _run_mag(args) -> int:
 
     from .mag240m import preprocess_mag240m
 
+    from preprocess.dask_run import dask_client
+
     kw = job_kwargs(args)
-    job = preprocess_mag240m(args.root, args.store, derive_features=args.derive_features, **kw)
+    with dask_client(args.dask) as client:
+        job = preprocess_mag240m(args.root, args.store, derive_features=args.derive_features,
+                                 dask=client, **kw)
     print(job.plan_text() if args.dry_run else job.summary())
     return 0
 

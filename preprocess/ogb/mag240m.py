@@ -155,6 +155,7 @@ class MagContext(StepContext):
     splits: dict = field(default_factory=dict)
     budget_bytes: int = 1 << 30
     progress: bool = True
+    dask: Any = None  # a distributed.Client: CSC ranges as Dask tasks
 
 
 def _nodes(ctx: MagContext) -> dict:
@@ -194,7 +195,7 @@ def _csc(ctx: MagContext, etype: tuple, rel: tuple, reverse: bool = False) -> di
     kw = {"symmetrize": True} if rel[0] == rel[2] else {}
     return build_csc(ctx.job.writer, etype, src, num_src=ctx.meta[etype[0]],
                      num_dst=ctx.meta[etype[2]], coalesce=True, tmpdir=ctx.job.tmpdir,
-                     budget_bytes=ctx.budget_bytes, progress=ctx.progress, **kw)
+                     budget_bytes=ctx.budget_bytes, progress=ctx.progress, dask=ctx.dask, **kw)
 
 
 def _derive_step(ctx: MagContext, etype: tuple) -> dict:
@@ -237,7 +238,7 @@ def mag_steps(meta: dict, arrays: dict, splits: dict,
 
 def preprocess_mag240m(root, store, *, derive_features: str | None = None,
                        budget_bytes: int = 1 << 30, force: bool = False, dry_run: bool = False,
-                       progress: bool = True) -> Job:
+                       progress: bool = True, dask=None) -> Job:
     """Turn ``ROOT/mag240m_kddcup2021`` into a store at ``store``.
 
     Parameters
@@ -257,6 +258,8 @@ def preprocess_mag240m(root, store, *, derive_features: str | None = None,
         Start over even if a store (complete or not) is there.
     dry_run
         Check the inputs and print the plan; write nothing.
+    dask
+        A ``distributed.Client``: the CSC ranges run as Dask tasks (same store).
 
     Returns
     -------
@@ -277,7 +280,7 @@ def preprocess_mag240m(root, store, *, derive_features: str | None = None,
     job = Job(store, "mag240m", inputs, opts, force=force, dry_run=dry_run,
               budget_bytes=budget_bytes, progress=progress)
     ctx = MagContext(job, paths=paths, meta=meta, arrays=arrays, splits=splits,
-                     budget_bytes=budget_bytes, progress=progress)
+                     budget_bytes=budget_bytes, progress=progress, dask=dask)
     job.run_steps(mag_steps(meta, arrays, splits, derive_features), ctx)
     job.commit()
     return job

@@ -1,0 +1,60 @@
+"""Dask for the preprocessing jobs (``--dask ADDRESS`` or ``--dask local:N``), imported lazily.
+
+A job given a ``distributed.Client`` sorts the destination ranges of each CSC conversion as
+Dask tasks (:func:`preprocess.csc.coo_to_csc`): the driver reads the histogram (and spills
+the input once when there are many ranges), each task sorts one range in its own memory
+budget and leaves its slice of ``indices`` in the job's scratch directory, and the driver
+appends the slices in range order, so the store is byte for byte the single-process one.
+The scratch directory (inside a local store) must be storage every worker sees: the same
+machine, or a shared file system.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from .errors import DaskNotInstalledError, PreprocessError
+
+__all__ = ["dask_client"]
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def dask_client(address: str | None):
+    """A ``distributed.Client`` for ``address`` (None: yield None, run in this process).
+
+    ``local:N`` starts a ``LocalCluster`` of N single-threaded worker processes (closed on
+    exit); anything else is a scheduler address (``tcp://host:8786``).
+    """
+    if not address:
+        yield None
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as e:
+        raise DaskNotInstalledError(
+            "Expected dask and distributed for --dask. Install them: "
+            "pip install 'dask[distributed]' (or this package's [dask] extra).") from e
+    cluster = None
+    if address.startswith("local:"):
+        try:
+            n = int(address.split(":", 1)[1])
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise PreprocessError(f"Expected --dask local:N with N >= 1 workers. "
+                                  f"Got {address!r}.")
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    else:
+        client = Client(address)
+    log.info("dask: %s", client)
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,98 @@
+"""Preprocessing on Dask: the CSC ranges as tasks give the single-process store, byte for byte."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import numpy as np
+import pytest
+
+import preprocess.csc as csc
+from preprocess.edges import from_npy
+from preprocess.spec_run import run_spec
+
+from pp_helpers import make_toy_dataset, store_snapshot
+
+distributed = pytest.importorskip("distributed")
+
+
+def _small_ranges(monkeypatch, work_bytes):
+    """Plans with little room per range, so that a small graph has many destination ranges
+    (the plan is made by the driver and travels with the tasks)."""
+    real = csc.plan_csc
+
+    def plan(*a, **kw):
+        return dataclasses.replace(real(*a, **kw), work_bytes=work_bytes)
+
+    monkeypatch.setattr(csc, "plan_csc", plan)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toy")
+    spec, _ = make_toy_dataset(root / "d", reorder="degree", n_cites=6000)
+    return spec
+
+
+def _manifest_ranges(store):
+    import json
+
+    m = json.loads((store / ".preprocess" / "manifest.json").read_text())
+    return {k: v["stats"].get("ranges") for k, v in m["steps"].items() if k.startswith("csc:")}
+
+
+@pytest.mark.parametrize("work_bytes", [600, 4000], ids=["reread", "spill"])
+def test_threads_cluster_gives_the_same_store(toy, tmp_path, monkeypatch, work_bytes):
+    _small_ranges(monkeypatch, work_bytes)
+    run_spec(toy, tmp_path / "serial", budget_bytes=16 << 20, progress=False)
+    ranges = _manifest_ranges(tmp_path / "serial")
+    assert max(ranges.values()) > 3  # the test is about many ranges
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        with distributed.get_task_stream(client) as ts:
+            run_spec(toy, tmp_path / "dask", budget_bytes=16 << 20, progress=False,
+                     dask=client)
+    assert _manifest_ranges(tmp_path / "dask") == ranges
+    assert len([t for t in ts.data if t["key"].startswith("_range_task")]) == \
+        sum(r for r in ranges.values() if r > 1)
+    assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
+
+
+def test_two_worker_processes_give_the_same_store(toy, tmp_path, monkeypatch):
+    _small_ranges(monkeypatch, 1000)
+    run_spec(toy, tmp_path / "serial", budget_bytes=16 << 20, progress=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        with distributed.get_task_stream(client) as ts:
+            run_spec(toy, tmp_path / "dask", budget_bytes=16 << 20, progress=False,
+                     dask=client)
+    tasks = [t for t in ts.data if t["key"].startswith("_range_task")]
+    # every edge type with more than one range sorted them as tasks
+    assert len(tasks) == sum(r for r in _manifest_ranges(tmp_path / "serial").values() if r > 1)
+    assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
+
+
+def test_file_sources_pickle_by_name(tmp_path):
+    e = np.arange(2 * 50_000, dtype=np.int64).reshape(2, -1)
+    np.save(tmp_path / "e.npy", e)
+    src = from_npy(tmp_path / "e.npy").reversed()
+    data = pickle.dumps(src)
+    assert len(data) < 1000  # the file name, not 800 kB of ids
+    s, d = next(pickle.loads(data).iter_blocks())
+    np.testing.assert_array_equal(s, e[1])
+    np.testing.assert_array_equal(d, e[0])
+
+
+def test_dask_client_addresses():
+    from preprocess.dask_run import dask_client
+    from preprocess.errors import PreprocessError
+
+    with pytest.raises(PreprocessError, match="local:N with N >= 1"):
+        with dask_client("local:0"):
+            pass
+    with dask_client(None) as c:
+        assert c is None
