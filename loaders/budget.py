@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .errors import LoaderArgumentError
+
 __all__ = ["parse_size", "cgroup_memory_limit", "process_anon_bytes", "available_memory",
            "LoaderPlan", "plan_loader", "format_bytes", "limit_allocator_slack",
            "resident_indptr_dtype"]
@@ -46,11 +48,11 @@ def parse_size(size) -> int:
     """
     if isinstance(size, (int, float)) and not isinstance(size, bool):
         if size < 0:
-            raise ValueError(f"Expected a memory size >= 0. Got {size!r} instead.")
+            raise LoaderArgumentError(f"Expected a memory size >= 0. Got {size!r} instead.")
         return int(size)
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)(i?)([bB]?)\s*", str(size))
     if not m:
-        raise ValueError(f"Expected a memory size such as 1.5GiB, 512M or 2000000000. "
+        raise LoaderArgumentError(f"Expected a memory size such as 1.5GiB, 512M or 2000000000. "
                          f"Got {size!r} instead.")
     num, unit, i, b = m.groups()
     unit = unit.lower()

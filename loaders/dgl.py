@@ -37,6 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from featurestore.errors import FeatureStoreError
+
+from .errors import LoaderArgumentError
+
 if TYPE_CHECKING:  # pragma: no cover
     from .sampler import MiniBatch, SampledSubgraph
 
@@ -48,7 +52,7 @@ INSTALL_HINT = ("pip install dgl==2.1.0 'torch>=2.0,<=2.2.1' torchdata==0.7.1 pa
                 "(or run scripts/dgl-env.sh, which builds .venv-dgl)")
 
 
-class DGLNotInstalledError(ImportError):
+class DGLNotInstalledError(FeatureStoreError, ImportError):
     """``output="dgl"`` was asked for but DGL cannot be imported."""
 
 
@@ -158,11 +162,11 @@ def to_blocks(sub: SampledSubgraph, device=None) -> list:
                 for et in etypes}
     for nt in ntypes:
         if node_cum[nt][-1] != len(node_ids[nt]):
-            raise ValueError(f"Expected num_sampled_nodes[{nt!r}] to sum to the {len(node_ids[nt])} "
+            raise LoaderArgumentError(f"Expected num_sampled_nodes[{nt!r}] to sum to the {len(node_ids[nt])} "
                              f"sampled nodes of that type. Got {node_cum[nt][-1]} instead.")
     for et in etypes:
         if edge_cum[et][-1] != len(rows[et]):
-            raise ValueError(f"Expected num_sampled_edges[{tuple(et)!r}] to sum to the {len(rows[et])} "
+            raise LoaderArgumentError(f"Expected num_sampled_edges[{tuple(et)!r}] to sum to the {len(rows[et])} "
                              f"sampled edges of that type. Got {edge_cum[et][-1]} instead.")
 
     on_device = device is not None and torch.device(device).type != "cpu"
@@ -208,7 +212,7 @@ def _check_device(device: str) -> None:
 def _num_layers(sub) -> int:
     lengths = {len(v) for v in sub.num_sampled_edges.values()}
     if len(lengths) != 1:
-        raise ValueError("Expected num_sampled_edges to hold one count per layer for every edge "
+        raise LoaderArgumentError("Expected num_sampled_edges to hold one count per layer for every edge "
                          f"type. Got lists of lengths {sorted(lengths)} instead.")
     return lengths.pop()
 
@@ -261,7 +265,7 @@ class NodeCollator:
         from .sampler import NeighborSampler
 
         if not isinstance(g, HomogeneousGraph):
-            raise TypeError("Expected loaders.relational.HomogeneousGraph(store) as the graph "
+            raise LoaderArgumentError("Expected loaders.relational.HomogeneousGraph(store) as the graph "
                             f"(it stands for graph.dgl). Got {type(g).__name__} instead.")
         self.g = g
         self.seed_type, _ = g.seeds(idx)

@@ -371,7 +371,7 @@ class NeighborLoader:
         output = output or getattr(store, "default_output", "raw")
         store = _as_store(store)
         if output not in OUTPUTS:
-            raise ValueError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
+            raise LoaderArgumentError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
         # PyG's/DGL's loader keywords: honoured or refused by name (docs/compat.md)
         peer = _compat.peer_options(kwargs, transform=transform, pin_memory=pin_memory)
         if peer.num_workers and num_threads is None:  # PyTorch's workers, as threads here
@@ -391,9 +391,11 @@ class NeighborLoader:
                                       f"world_size={world_size} instead.")
         self.rank, self.world_size = int(rank), int(world_size)
         if cache not in (None, "auto") + POLICIES:
-            raise ValueError(f"Expected cache in {(None, 'auto') + POLICIES}. Got {cache!r} instead.")
+            raise LoaderArgumentError(f"Expected cache in {(None, 'auto') + POLICIES}. Got "
+                                      f"{cache!r} instead.")
         if topology not in (None, "mmap", "memory"):
-            raise ValueError(f"Expected topology None, 'mmap' or 'memory'. Got {topology!r} instead.")
+            raise LoaderArgumentError(f"Expected topology None, 'mmap' or 'memory'. Got "
+                                      f"{topology!r} instead.")
         self.store = store
         self.seed_type, self.input_nodes = resolve_input_nodes(store, input_nodes)
         if self.input_nodes.shape[0] < self.world_size:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 import numba
 import numpy as np
 
-from featurestore.errors import UnknownNodeTypeError
+from featurestore.errors import UnknownEdgeTypeError, UnknownNodeTypeError
 from featurestore.format import EdgeType
 from featurestore.gather import check_ids
 
@@ -124,13 +124,13 @@ class Fanouts:
                 else:
                     match = [e for e in edge_types if tuple(e) == tuple(k)]
                 if len(match) != 1:
-                    raise KeyError(f"Expected num_neighbors keys among the edge types "
+                    raise UnknownEdgeTypeError(f"Expected num_neighbors keys among the edge types "
                                    f"{[tuple(e) for e in edge_types]} (or their relation names). "
                                    f"Got {k!r} instead.")
                 per[match[0]] = _check_list(v)
             lengths = {len(v) for v in per.values()}
             if len(lengths) > 1:
-                raise ValueError(f"Expected the same number of layers for every edge type. "
+                raise LoaderArgumentError(f"Expected the same number of layers for every edge type. "
                                  f"Got {sorted(lengths)} instead.")
             n = lengths.pop() if lengths else 0
             per = {e: per.get(e, (0,) * n) for e in edge_types}
@@ -139,7 +139,7 @@ class Fanouts:
             n = len(lst)
             per = {e: lst for e in edge_types}
         if n == 0:
-            raise ValueError("Expected at least one layer of fanouts. Got none.")
+            raise LoaderArgumentError("Expected at least one layer of fanouts. Got none.")
         return cls(per, n)
 
 
@@ -147,9 +147,10 @@ def _check_list(v) -> tuple[int, ...]:
     try:
         out = tuple(int(x) for x in v)
     except TypeError as e:
-        raise TypeError(f"Expected a list of integer fanouts. Got {v!r} instead.") from e
+        raise LoaderArgumentError(f"Expected a list of integer fanouts. Got {v!r} instead.") from e
     if any(x < -1 for x in out):
-        raise ValueError(f"Expected fanouts >= -1 (-1 = all neighbours). Got {list(out)} instead.")
+        raise LoaderArgumentError(f"Expected fanouts >= -1 (-1 = all neighbours). Got {list(out)} "
+                                  "instead.")
     return out
 
 
@@ -178,7 +179,7 @@ class CSCGraph:
             et = _as_etype(et)
             for t in (et.src, et.dst):
                 if t not in self.num_nodes:
-                    raise KeyError(f"Expected node type {t!r} of edge type {tuple(et)} among "
+                    raise UnknownNodeTypeError(f"Expected node type {t!r} of edge type {tuple(et)} among "
                                    f"{list(self.num_nodes)}. Got none.")
             indptr, indices = np.asarray(indptr), np.asarray(indices)
             if indptr.shape != (self.num_nodes[et.dst] + 1,):
@@ -209,7 +210,8 @@ class CSCGraph:
         sampled neighbour).
         """
         if topology not in ("mmap", "memory"):
-            raise ValueError(f"Expected topology 'mmap' or 'memory'. Got {topology!r} instead.")
+            raise LoaderArgumentError(f"Expected topology 'mmap' or 'memory'. Got {topology!r} "
+                                      "instead.")
         nn = {t: store.num_nodes(t) for t in store.node_types}
         csc = {et: store.csc(et) for et in store.edge_types}
         if topology == "memory":

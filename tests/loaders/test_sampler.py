@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 import featurestore as fs
 from featurestore.format import EdgeType
+from loaders.errors import LoaderArgumentError
 from loaders.reference import reference_sample
 from loaders.sampler import CSCGraph, Fanouts, NeighborSampler
 
@@ -169,20 +170,20 @@ def test_random_graphs_match_reference(n, avg, fan, replace, seed, data):
 
 def test_bad_input_is_named(skewed_graph, hetero_store):
     s = NeighborSampler(skewed_graph, [2])
-    with pytest.raises(IndexError, match=r"\[0, 600\)"):
+    with pytest.raises(fs.IdsOutOfRangeError, match=r"\[0, 600\)"):  # an IndexError too
         s.sample([0, 600])
     for bad in ([1.7, 2.2], [True, False], np.array([1.0])):  # never truncated into ids
         with pytest.raises(fs.InvalidIdsError, match="integer"):
             s.sample(bad)
     with pytest.raises(fs.UnknownNodeTypeError, match="nope"):
         s.sample([0], "nope")
-    with pytest.raises(ValueError, match=">= -1"):
+    with pytest.raises(LoaderArgumentError, match=">= -1"):  # a ValueError too
         NeighborSampler(skewed_graph, [2, -3])
-    with pytest.raises(KeyError, match="edge types"):
+    with pytest.raises(fs.UnknownEdgeTypeError, match="edge types"):  # a KeyError too
         NeighborSampler(hetero_store, {"nope": [1]})
-    with pytest.raises(ValueError, match="same number of layers"):
+    with pytest.raises(LoaderArgumentError, match="same number of layers"):
         NeighborSampler(hetero_store, {"cites": [1], "writes": [1, 2]})
-    with pytest.raises(ValueError, match="seed_type"):
+    with pytest.raises(LoaderArgumentError, match="seed_type"):
         NeighborSampler(hetero_store, [1]).sample([0])
 
 
@@ -192,5 +193,5 @@ def test_topology_in_memory_samples_the_same(hetero_store):
     mem = NeighborSampler(hetero_store, [4, 3], topology="memory")
     assert not any(isinstance(p, np.memmap) for p, _ in mem.graph.csc.values())
     assert same(a, mem.sample(seeds, "paper", batch=5))
-    with pytest.raises(ValueError, match="topology"):
+    with pytest.raises(LoaderArgumentError, match="topology"):
         NeighborSampler(hetero_store, [4], topology="disk")

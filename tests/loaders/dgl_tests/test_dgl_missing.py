@@ -14,7 +14,9 @@ def test_missing_dgl_names_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "dgl", None)  # makes `import dgl` raise ImportError
     with pytest.raises(DGLNotInstalledError, match=r"dgl==2\.1\.0.*scripts/dgl-env\.sh") as e:
         require_dgl()
-    assert isinstance(e.value, ImportError)
+    from featurestore.errors import FeatureStoreError
+
+    assert isinstance(e.value, ImportError) and isinstance(e.value, FeatureStoreError)
     with pytest.raises(ImportError, match="output='dgl'"):
         to_blocks(None)
 
