@@ -56,6 +56,14 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
         return io.BytesIO(body)
 
 
+class Server(http.server.ThreadingHTTPServer):
+    """A threaded server with a listen backlog for hundreds of concurrent range requests
+    (the default of 5 drops connections, and the client waits for its read timeout)."""
+
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """(served directory, base URL, GETs per file) of a threaded HTTP server on loopback."""
@@ -63,7 +71,7 @@ def server(tmp_path_factory):
     counts = collections.Counter()
     handler = functools.partial(type("H", (RangeHandler,), {"counts": counts}),
                                 directory=str(root))
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv = Server(("127.0.0.1", 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield root, f"http://127.0.0.1:{srv.server_address[1]}", counts
     srv.shutdown()
@@ -159,6 +167,9 @@ def test_failed_fetch_leaves_no_hole(tmp_path):
     with cfs.open(p, "rb") as f:
         f.seek(123456)
         assert f.read(1000) == data[123456:124456]
+    other = RangeCacheFileSystem(target, str(tmp_path / "cache"))  # as another process
+    assert other.cat_ranges([p] * 400, lo.tolist(), hi.tolist()) == want
+    assert other.stats["requests"] == 0 and other.block_bytes == 64 << 10
 
 
 def test_concurrent_readers(store, tmp_path):
@@ -199,13 +210,13 @@ def test_s3(tmp_path):
     try:
         host, port = server.get_host_and_port()
         opts = {"endpoint_url": f"http://{host}:{port}", "key": "k", "secret": "s"}
-        s3fs.S3FileSystem(**opts).mkdir("bucket")
+        s3fs.S3FileSystem(**opts).mkdir("cache-test")
         x = build(tmp_path / "src")
-        s3fs.S3FileSystem(**opts).put(str(tmp_path / "src"), "bucket/store", recursive=True)
+        s3fs.S3FileSystem(**opts).put(str(tmp_path / "src"), "cache-test/store", recursive=True)
         ids = np.random.default_rng(6).integers(0, N, 300)
         cached = {**opts, "cache_dir": str(tmp_path / "cache")}
         for expect_requests in (True, False):
-            with fs.open_store("s3://bucket/store", storage_options=cached, cache_bytes=0) as s:
+            with fs.open_store("s3://cache-test/store", storage_options=cached, cache_bytes=0) as s:
                 np.testing.assert_array_equal(s.features("paper").gather(ids), x[ids])
                 np.testing.assert_array_equal(s.features("paper", "zstd").gather(ids), x[ids])
                 assert (s.loc.fs.stats["requests"] > 0) == expect_requests

@@ -58,6 +58,14 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
         return io.BytesIO(body)
 
 
+class Server(http.server.ThreadingHTTPServer):
+    """A threaded server with a listen backlog for hundreds of concurrent range requests
+    (the default of 5 drops connections, and the client waits for its read timeout)."""
+
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """(served directory, base URL, request counter) of a threaded HTTP server on loopback."""
@@ -65,7 +73,7 @@ def server(tmp_path_factory):
     counts = collections.Counter()
     handler = functools.partial(type("H", (RangeHandler,), {"counts": counts}),
                                 directory=str(root))
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv = Server(("127.0.0.1", 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield root, f"http://127.0.0.1:{srv.server_address[1]}", counts
     srv.shutdown()
@@ -225,10 +233,10 @@ def test_from_s3(tmp_path):
         host, port = server.get_host_and_port()
         opts = {"endpoint_url": f"http://{host}:{port}", "key": "k", "secret": "s"}
         s3 = s3fs.S3FileSystem(**opts)
-        s3.mkdir("bucket")
+        s3.mkdir("replicate-test")
         build(tmp_path / "src")
-        s3.put(str(tmp_path / "src"), "bucket/store", recursive=True)
-        rep = rp.replicate("s3://bucket/store", tmp_path / "r", storage_options=opts,
+        s3.put(str(tmp_path / "src"), "replicate-test/store", recursive=True)
+        rep = rp.replicate("s3://replicate-test/store", tmp_path / "r", storage_options=opts,
                            part_bytes=32 << 10, progress=False)
         assert rep.files_copied == rep.files_total
         assert tree(tmp_path / "r") == tree(tmp_path / "src")
