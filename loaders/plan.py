@@ -329,15 +329,74 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
         will really hold; ``False``: with :func:`memory_plan`. Either way ``memory`` counts
         the interpreter (``interpreter_bytes``) too.
     """
-    from .loader import resolve_input_nodes
-
     if interpreter_bytes is None:
         from .budget import process_anon_bytes
 
         interpreter_bytes = max(MIN_INTERPRETER_BYTES, process_anon_bytes())
-
     if isinstance(input_nodes, str):
         input_nodes = parse_input(store, input_nodes)
+    m = _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
+                 feature, ntype, seed)
+    if memory is None:
+        memory, source = available_memory()
+    else:
+        source = "given"
+    mem, cache_rows, model, lp = _memory_plan(
+        store, m, int(memory), source, device=device, batches_in_flight=batches_in_flight,
+        prefetch=prefetch, staging_bytes=staging_bytes, interpreter_bytes=interpreter_bytes,
+        use_budget=use_budget)
+    r = _Replay(store, m, read_iops)
+    now = r.at(cache_rows)
+    rb = m.row_bytes[m.ntype]
+    pts = [{"share": share, "cache_bytes": k * rb,
+            "memory_needed": mem["loader_without_cache"] + k * rb, **r.at(k)}
+           for share in curve for k in (int(round(share * m.num_rows)),)]
+    touched = estimate_epoch_rows(m.trace.counts(1), r.nb1, m.per_epoch)
+    io = now["seeds_per_s_io_bound"]
+    return Plan(store=str(store.url), seed_type=m.seed_type, ntype=m.ntype,
+                fanouts=list(num_neighbors) if not isinstance(num_neighbors, dict)
+                else {str(k): list(v) for k, v in num_neighbors.items()},
+                batch_size=int(batch_size), num_inputs=int(m.inputs.shape[0]),
+                batches_per_epoch=int(m.per_epoch), sampled_batches=int(r.nb1),
+                whole_epoch=bool(r.nb1 >= m.per_epoch), num_rows=int(m.num_rows), row_bytes=rb,
+                distinct_rows_per_batch=m.mean_rows, distinct_rows_per_batch_max=m.max_rows,
+                edges_per_batch=float(np.mean(m.edges)), feature_bytes_per_batch=m.feat_bytes,
+                rows_touched_per_epoch=touched, rows_touched_measured=bool(r.nb1 >= m.per_epoch),
+                memory=mem, memory_source=source, memory_model=model, cache_rows=cache_rows,
+                hit_rate=now["hit_rate"], reads_per_batch=now["reads_per_batch"],
+                ios_per_batch=now["ios_per_batch"],
+                read_iops=float(read_iops) if read_iops else None,
+                read_iops_source=read_iops_source if read_iops else "none",
+                seeds_per_s_io_bound=io, sample_s_per_batch=r.samp,
+                seeds_per_s_sample_bound=r.sample_bound,
+                seeds_per_s_bound=min(x for x in (io, r.sample_bound) if x is not None),
+                curve=pts, loader_plan=lp.as_dict() if lp is not None else None)
+
+
+@dataclass
+class _Measured:
+    """What sampling ``2 x batches`` batches (no features read) measured."""
+
+    seed_type: str
+    inputs: np.ndarray
+    ntype: str
+    per_epoch: int
+    featured: dict
+    row_bytes: dict
+    mean_rows: dict
+    max_rows: dict
+    edges: list
+    timings: list
+    trace: cp.AccessTrace
+    feat_bytes: int
+    num_rows: int
+
+
+def _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
+             feature, ntype, seed) -> _Measured:
+    """Sample two epochs' worth of batches as the loader would, recording rows and timings."""
+    from .loader import resolve_input_nodes
+
     seed_type, inputs = resolve_input_nodes(store, input_nodes)
     ntype = ntype or cp.feature_type(store, seed_type, feature)
     per_epoch = -(-inputs.shape[0] // batch_size)
@@ -357,109 +416,90 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     trace = cp.record_trace(store, input_nodes, num_neighbors, batch_size=batch_size, epochs=2,
                             ntype=ntype, seed=seed, max_batches=b, timings=timings,
                             on_batch=on_batch)
-    n_rows = trace.num_rows
     row_bytes = {t: int(f.row_bytes) for t, f in featured.items()}
     mean_rows = {t: float(np.mean(v)) for t, v in rows_of.items()}
-    max_rows = {t: int(np.max(v)) for t, v in rows_of.items()}
-    feat_bytes = int(round(sum(mean_rows[t] * row_bytes[t] for t in featured)))
-    # memory
+    return _Measured(seed_type, inputs, ntype, per_epoch, featured, row_bytes, mean_rows,
+                     {t: int(np.max(v)) for t, v in rows_of.items()}, edges, timings, trace,
+                     int(round(sum(mean_rows[t] * row_bytes[t] for t in featured))),
+                     trace.num_rows)
+
+
+def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batches_in_flight,
+                 prefetch, staging_bytes, interpreter_bytes, use_budget):
+    """``(memory split, cache rows, model name, LoaderPlan or None)`` at ``memory``."""
     topo = 0
     for et in store.edge_types:
         ip, ix = store.csc(et)
         # as the loader holds it resident (int32 offsets whenever they fit)
         topo += resident_indptr_dtype(ip).itemsize * int(ip.shape[0]) + int(ix.nbytes)
-    batch_bytes = sum(max_rows[t] * row_bytes[t] for t in featured)
     cuda = str(device).startswith("cuda")
     in_flight = 0 if cuda else int(batches_in_flight)
     staging = 2 * int(staging_bytes) if cuda else 0
     subgraphs = prefetch + 3
-    if memory is None:
-        memory, source = available_memory()
-    else:
-        source = "given"
-    rb = row_bytes[ntype]
+    featured, max_rows = m.featured, m.max_rows
     budget_mod = _budget_module() if use_budget is not False else None
     if use_budget and budget_mod is None:
         raise LoaderArgumentError("Expected loaders.budget for use_budget=True. It is not there.")
-    lp = None
-    if budget_mod is not None:
-        lp = budget_mod.plan_loader(
-            budget=max(0, int(memory) - interpreter_bytes), budget_source=source,
-            feature_row_bytes=row_bytes, feature_rows={t: store.num_nodes(t) for t in featured},
-            topology_bytes=topo, batch_rows=max_rows, edges_per_batch=int(max(edges)),
-            num_nodes={t: store.num_nodes(t) for t in store.node_types},
-            batches_in_flight=in_flight, subgraphs_in_flight=subgraphs,
-            io_threads=max([getattr(f.reader, "io_threads", 0) for f in featured.values()] + [0]),
-            scratch_bytes=staging + sum(f.reader.scratch_bytes() for f in featured.values()
-                                        if hasattr(f.reader, "scratch_bytes")),
-            sampled_batches=len(timings))
-        fixed = lp.planned_bytes - lp.cache_bytes + interpreter_bytes
-        mem = {"memory": int(memory), "topology": int(topo), "topology_resident":
-               lp.topology == "memory", "batch_buffers": int(lp.buffer_bytes + lp.sampler_bytes),
-               "in_flight": int(lp.batches_in_flight),
-               "staging": int(lp.reader_bytes + lp.margin), "interpreter": int(interpreter_bytes),
-               "loader_without_cache": int(fixed), "cache": int(lp.cache_bytes),
-               "fits": bool(int(memory) >= fixed)}
-        cache_rows = int(n_rows if lp.fits else lp.cache_rows.get(ntype, 0))
-        model = "loaders.budget.plan_loader"
-    else:
-        sampler = subgraphs * (int(max(edges)) * EDGE_BYTES + NODE_BYTES * sum(max_rows.values()))
-        mem = memory_plan(int(memory), topo, batch_bytes, in_flight, interpreter_bytes,
-                          staging, sampler)
-        cache_rows = int(min(n_rows, mem["cache"] // max(1, rb)))
-        model = "loaders.plan.memory_plan"
-    # the cache: rank on the first epoch's batches, replay on the second's
-    deg = cp.row_degree(store, ntype)
-    c0 = trace.counts(0)
-    order = cp.rank_rows(c0, deg)
-    e1 = slice(int(trace.epoch_ptr[1]), int(trace.epoch_ptr[2]))
-    ids1 = trace.ids[trace.batch_ptr[e1.start]:trace.batch_ptr[e1.stop]]
-    ptr1 = trace.batch_ptr[e1.start:e1.stop + 1] - trace.batch_ptr[e1.start]
-    reads1 = int(ids1.shape[0])
-    other_reads = sum(mean_rows[t] for t in featured if t != ntype)
-    other_ios = sum(mean_rows[t] * _ios_per_read(row_bytes[t]) for t in featured if t != ntype)
-    nb1 = ptr1.shape[0] - 1
-    seeds_pb = float(np.mean(trace.seeds_per_batch[e1]))
-    samp = float(np.median(timings[1:] if len(timings) > 1 else timings))
-    sample_bound = seeds_pb / samp if samp > 0 else float("inf")
+    if budget_mod is None:
+        sampler = subgraphs * (int(max(m.edges)) * EDGE_BYTES
+                               + NODE_BYTES * sum(max_rows.values()))
+        batch_bytes = sum(max_rows[t] * m.row_bytes[t] for t in featured)
+        mem = memory_plan(memory, topo, batch_bytes, in_flight, interpreter_bytes, staging,
+                          sampler)
+        rows = int(min(m.num_rows, mem["cache"] // max(1, m.row_bytes[m.ntype])))
+        return mem, rows, "loaders.plan.memory_plan", None
+    lp = budget_mod.plan_loader(
+        budget=max(0, memory - interpreter_bytes), budget_source=source,
+        feature_row_bytes=m.row_bytes, feature_rows={t: store.num_nodes(t) for t in featured},
+        topology_bytes=topo, batch_rows=max_rows, edges_per_batch=int(max(m.edges)),
+        num_nodes={t: store.num_nodes(t) for t in store.node_types},
+        batches_in_flight=in_flight, subgraphs_in_flight=subgraphs,
+        io_threads=max([getattr(f.reader, "io_threads", 0) for f in featured.values()] + [0]),
+        scratch_bytes=staging + sum(f.reader.scratch_bytes() for f in featured.values()
+                                    if hasattr(f.reader, "scratch_bytes")),
+        sampled_batches=len(m.timings))
+    fixed = lp.planned_bytes - lp.cache_bytes + interpreter_bytes
+    mem = {"memory": memory, "topology": int(topo), "topology_resident":
+           lp.topology == "memory", "batch_buffers": int(lp.buffer_bytes + lp.sampler_bytes),
+           "in_flight": int(lp.batches_in_flight),
+           "staging": int(lp.reader_bytes + lp.margin), "interpreter": int(interpreter_bytes),
+           "loader_without_cache": int(fixed), "cache": int(lp.cache_bytes),
+           "fits": bool(memory >= fixed)}
+    rows = int(m.num_rows if lp.fits else lp.cache_rows.get(m.ntype, 0))
+    return mem, rows, "loaders.budget.plan_loader", lp
 
-    def at(cache_rows: int) -> dict:
-        hits = int(cp.static_hits(ids1, ptr1, cp.static_mask(order, cache_rows, n_rows)).sum())
-        hr = hits / reads1 if reads1 else 1.0
-        miss = (reads1 - hits) / nb1 + other_reads
-        ios = (reads1 - hits) / nb1 * _ios_per_read(rb) + other_ios
-        io_bound = read_iops * seeds_pb / ios if read_iops and ios > 0 else None
+
+class _Replay:
+    """The static cache ranked on the first sampled epoch, replayed on the second."""
+
+    def __init__(self, store, m: _Measured, read_iops):
+        trace, featured = m.trace, m.featured
+        self.order = cp.rank_rows(trace.counts(0), cp.row_degree(store, m.ntype))
+        e1 = slice(int(trace.epoch_ptr[1]), int(trace.epoch_ptr[2]))
+        self.ids1 = trace.ids[trace.batch_ptr[e1.start]:trace.batch_ptr[e1.stop]]
+        self.ptr1 = trace.batch_ptr[e1.start:e1.stop + 1] - trace.batch_ptr[e1.start]
+        self.reads1 = int(self.ids1.shape[0])
+        self.other_reads = sum(m.mean_rows[t] for t in featured if t != m.ntype)
+        self.other_ios = sum(m.mean_rows[t] * _ios_per_read(m.row_bytes[t])
+                             for t in featured if t != m.ntype)
+        self.nb1 = self.ptr1.shape[0] - 1
+        self.seeds_pb = float(np.mean(trace.seeds_per_batch[e1]))
+        t = m.timings
+        self.samp = float(np.median(t[1:] if len(t) > 1 else t))
+        self.sample_bound = self.seeds_pb / self.samp if self.samp > 0 else float("inf")
+        self.read_iops, self.rb, self.n_rows = read_iops, m.row_bytes[m.ntype], m.num_rows
+
+    def at(self, cache_rows: int) -> dict:
+        """Hit rate, reads and I/Os per batch, and the device bound with ``cache_rows``."""
+        mask = cp.static_mask(self.order, cache_rows, self.n_rows)
+        hits = int(cp.static_hits(self.ids1, self.ptr1, mask).sum())
+        hr = hits / self.reads1 if self.reads1 else 1.0
+        miss = (self.reads1 - hits) / self.nb1 + self.other_reads
+        ios = (self.reads1 - hits) / self.nb1 * _ios_per_read(self.rb) + self.other_ios
+        io_bound = (self.read_iops * self.seeds_pb / ios if self.read_iops and ios > 0
+                    else None)
         return {"cache_rows": cache_rows, "hit_rate": hr, "reads_per_batch": miss,
                 "ios_per_batch": ios, "seeds_per_s_io_bound": io_bound}
-
-    now = at(cache_rows)
-    pts = []
-    for share in curve:
-        k = int(round(share * n_rows))
-        r = at(k)
-        pts.append({"share": share, "cache_bytes": k * rb,
-                    "memory_needed": mem["loader_without_cache"] + k * rb, **r})
-    counts1 = trace.counts(1)
-    touched = estimate_epoch_rows(counts1, nb1, per_epoch)
-    io = now["seeds_per_s_io_bound"]
-    bound = min(x for x in (io, sample_bound) if x is not None)
-    return Plan(store=str(store.url), seed_type=seed_type, ntype=ntype,
-                fanouts=list(num_neighbors) if not isinstance(num_neighbors, dict)
-                else {str(k): list(v) for k, v in num_neighbors.items()},
-                batch_size=int(batch_size), num_inputs=int(inputs.shape[0]),
-                batches_per_epoch=int(per_epoch), sampled_batches=int(nb1),
-                whole_epoch=bool(nb1 >= per_epoch), num_rows=int(n_rows), row_bytes=rb,
-                distinct_rows_per_batch=mean_rows, distinct_rows_per_batch_max=max_rows,
-                edges_per_batch=float(np.mean(edges)), feature_bytes_per_batch=feat_bytes,
-                rows_touched_per_epoch=touched, rows_touched_measured=bool(nb1 >= per_epoch),
-                memory=mem, memory_source=source, memory_model=model, cache_rows=cache_rows,
-                hit_rate=now["hit_rate"], reads_per_batch=now["reads_per_batch"],
-                ios_per_batch=now["ios_per_batch"],
-                read_iops=float(read_iops) if read_iops else None,
-                read_iops_source=read_iops_source if read_iops else "none",
-                seeds_per_s_io_bound=io, sample_s_per_batch=samp,
-                seeds_per_s_sample_bound=sample_bound, seeds_per_s_bound=bound, curve=pts,
-                loader_plan=lp.as_dict() if lp is not None else None)
 
 
 def _budget_module():
