@@ -242,6 +242,26 @@ def _check_int(name: str, v, lo: int, none_ok: bool = False) -> None:
                                   f"{' or None' if none_ok else ''}. Got {v!r} instead.")
 
 
+def _check_args(*, rank, world_size, cache, topology, num_threads, **ints) -> None:
+    """The loader's integer arguments, ``rank < world_size``, ``cache`` and ``topology``."""
+    lows = {"batch_size": 1, "prefetch": 1, "staging_bytes": 1, "batches_in_flight": 1,
+            "presample_epochs": 0, "seed": 0}
+    for name, v in ints.items():
+        _check_int(name, v, lows[name])
+    _check_int("num_threads", num_threads, 1, none_ok=True)
+    _check_int("rank", rank, 0)
+    _check_int("world_size", world_size, 1)
+    if not 0 <= rank < world_size:
+        raise LoaderArgumentError(f"Expected 0 <= rank < world_size. Got rank={rank}, "
+                                  f"world_size={world_size} instead.")
+    if cache not in (None, "auto") + POLICIES:
+        raise LoaderArgumentError(f"Expected cache in {(None, 'auto') + POLICIES}. Got "
+                                  f"{cache!r} instead.")
+    if topology not in (None, "mmap", "memory"):
+        raise LoaderArgumentError(f"Expected topology None, 'mmap' or 'memory'. Got "
+                                  f"{topology!r} instead.")
+
+
 class NeighborLoader:
     """Mini-batches of sampled subgraphs with their features, streamed from a store.
 
@@ -380,22 +400,11 @@ class NeighborLoader:
             prefetch = peer.prefetch_factor
         num_neighbors, replace = _compat.fanouts(num_neighbors, input_nodes, output=output,
                                                  fanout_order=fanout_order, replace=replace)
-        for name, v, lo in (("batch_size", batch_size, 1), ("prefetch", prefetch, 1),
-                            ("num_threads", num_threads, 1), ("staging_bytes", staging_bytes, 1),
-                            ("rank", rank, 0), ("world_size", world_size, 1),
-                            ("batches_in_flight", batches_in_flight, 1),
-                            ("presample_epochs", presample_epochs, 0), ("seed", seed, 0)):
-            _check_int(name, v, lo, none_ok=name == "num_threads")
-        if not 0 <= rank < world_size:
-            raise LoaderArgumentError(f"Expected 0 <= rank < world_size. Got rank={rank}, "
-                                      f"world_size={world_size} instead.")
+        _check_args(batch_size=batch_size, prefetch=prefetch, num_threads=num_threads,
+                    staging_bytes=staging_bytes, rank=rank, world_size=world_size,
+                    batches_in_flight=batches_in_flight, presample_epochs=presample_epochs,
+                    seed=seed, cache=cache, topology=topology)
         self.rank, self.world_size = int(rank), int(world_size)
-        if cache not in (None, "auto") + POLICIES:
-            raise LoaderArgumentError(f"Expected cache in {(None, 'auto') + POLICIES}. Got "
-                                      f"{cache!r} instead.")
-        if topology not in (None, "mmap", "memory"):
-            raise LoaderArgumentError(f"Expected topology None, 'mmap' or 'memory'. Got "
-                                      f"{topology!r} instead.")
         self.store = store
         self.seed_type, self.input_nodes = resolve_input_nodes(store, input_nodes)
         if self.input_nodes.shape[0] < self.world_size:
@@ -416,6 +425,30 @@ class NeighborLoader:
         self.device = torch.device(device if device is not None else
                                    ("cuda" if torch.cuda.is_available() else "cpu"))
         self.pin = self.device.type == "cuda" or (peer.pin_memory and torch.cuda.is_available())
+        self._setup_features(feature, dtype, labels, homogeneous)
+        self._chunked = False  # tests set it to run the device path's chunking on the CPU
+        self._staging = StagingRing(staging_bytes, pin=self.pin)
+        self._convert = peer.wrap(self._converter(output))
+        self.epoch = 0
+        self.stats = LoaderStats()
+        #: the memory plan (:class:`~loaders.budget.LoaderPlan`); ``print(loader.plan)``
+        self.plan: LoaderPlan | None = None
+        #: feature caches per node type, when the plan has the features not fit
+        self.caches: dict[str, FeatureCache] = {}
+        self._in_flight = int(batches_in_flight)
+        self._plan(memory, cache, topology, staging_bytes, presample_epochs)
+        planned = self.plan is not None and not self.plan.fits
+        self._pools = {t: BufferPool(_torch_dtype(self.feature_dtypes[t]), f.shape[1:],
+                                     pin=self.pin,
+                                     max_buffers=self._in_flight if planned else 8,
+                                     rows=self.plan.batch_rows.get(t, 0) if planned else 0)
+                       for t, f in self.features.items()}
+        self._budgeted = planned
+
+    def _setup_features(self, feature, dtype, labels: bool, homogeneous) -> None:
+        """The feature arrays, their batch dtypes (``dtype=``), the label arrays and the
+        relational view (``homogeneous=``)."""
+        store = self.store
         self.features = {t: store.features(t, feature) for t in store.node_types
                          if feature in store.feature_names(t)}
         #: per node type, the dtype features reach the batch in (``dtype=``; the store's)
@@ -437,24 +470,6 @@ class NeighborLoader:
                     f"homogeneous=True. Got {self.feature_dtypes} instead: pass dtype= (say "
                     f"torch.float32) to cast them alike.")
             self._view = HomogeneousView.from_store(store, self.features, homogeneous)
-        self._chunked = False  # tests set it to run the device path's chunking on the CPU
-        self._staging = StagingRing(staging_bytes, pin=self.pin)
-        self._convert = peer.wrap(self._converter(output))
-        self.epoch = 0
-        self.stats = LoaderStats()
-        #: the memory plan (:class:`~loaders.budget.LoaderPlan`); ``print(loader.plan)``
-        self.plan: LoaderPlan | None = None
-        #: feature caches per node type, when the plan has the features not fit
-        self.caches: dict[str, FeatureCache] = {}
-        self._in_flight = int(batches_in_flight)
-        self._plan(memory, cache, topology, staging_bytes, presample_epochs)
-        planned = self.plan is not None and not self.plan.fits
-        self._pools = {t: BufferPool(_torch_dtype(self.feature_dtypes[t]), f.shape[1:],
-                                     pin=self.pin,
-                                     max_buffers=self._in_flight if planned else 8,
-                                     rows=self.plan.batch_rows.get(t, 0) if planned else 0)
-                       for t, f in self.features.items()}
-        self._budgeted = planned
 
     # -- public --------------------------------------------------------------------------
     def _share(self) -> int:
