@@ -510,6 +510,29 @@ def _rekey(heap, hpos, hkey, s, k, n):
 
 
 @numba.njit(nogil=True, cache=True)
+def _belady_prefill(ids, wend, capacity, slot_of, key, last, heap, hpos, hkey):
+    """Fill the cache with the distinct rows first read before ``wend`` (nearest first, up
+    to ``capacity``), each keyed by its first read; returns how many."""
+    size = 0
+    for i in range(wend):
+        if size == capacity:
+            break
+        x = ids[i]
+        if slot_of[x] >= 0:
+            continue
+        s = size
+        size += 1
+        key[s] = x
+        slot_of[x] = s
+        last[s] = i  # pending: its next use is position i itself
+        hkey[s] = i
+        heap[s] = s
+        hpos[s] = s
+        _sift_up(heap, hpos, hkey, s)
+    return size
+
+
+@numba.njit(nogil=True, cache=True)
 def belady_hits(ids, batch_ptr, num_rows, capacity, window, nxt):
     """Per batch, the reads Belady's MIN with bypass serves, seeing ``window`` batches ahead.
 
@@ -531,26 +554,10 @@ def belady_hits(ids, batch_ptr, num_rows, capacity, window, nxt):
     heap = np.empty(capacity, np.int32)
     hpos = np.empty(capacity, np.int32)
     hkey = np.empty(capacity, np.int64)
-    size = 0
     big = 2 * n
     wb = min(window, nb - 1)
     wend = batch_ptr[min(wb + 1, nb)]
-    # prefill: distinct rows by first read, within the first window
-    for i in range(wend):
-        if size == capacity:
-            break
-        x = ids[i]
-        if slot_of[x] >= 0:
-            continue
-        s = size
-        size += 1
-        key[s] = x
-        slot_of[x] = s
-        last[s] = i  # pending: its next use is position i itself
-        hkey[s] = i
-        heap[s] = s
-        hpos[s] = s
-        _sift_up(heap, hpos, hkey, s)
+    size = _belady_prefill(ids, wend, capacity, slot_of, key, last, heap, hpos, hkey)
     for b in range(nb):
         # the window now reaches batch b + window: learn the next uses it reveals
         if b > 0 and b + window < nb:
