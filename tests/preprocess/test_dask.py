@@ -42,7 +42,7 @@ def _manifest_ranges(store):
     return {k: v["stats"].get("ranges") for k, v in m["steps"].items() if k.startswith("csc:")}
 
 
-@pytest.mark.parametrize("work_bytes", [600, 4000], ids=["reread", "spill"])
+@pytest.mark.parametrize("work_bytes", [600, 4000], ids=["145-ranges", "19-ranges"])
 def test_threads_cluster_gives_the_same_store(toy, tmp_path, monkeypatch, work_bytes):
     _small_ranges(monkeypatch, work_bytes)
     run_spec(toy, tmp_path / "serial", budget_bytes=16 << 20, progress=False)
