@@ -10,7 +10,8 @@ files), resumable and verified:
   ``force=True``) a store of this package; anything else is never touched (the writer's rule).
   Until the copy is whole its root ``zarr.json`` says ``complete: false``, so readers refuse a
   half replica; ``.preprocess/replicate.json`` names the source and its generation.
-* Each file is written to ``<name>.replica-partial``, checked, then renamed into place: its size;
+* Each file is written to ``<name>.replica-partial`` in parts (each part recorded once on disk,
+  so a rerun resumes inside a large file), checked, then renamed into place: its size;
   for an uncompressed (v1) shard the CRC-32 of every block of rows against the checksums the
   writer recorded and the shard index byte for byte; for a compressed shard its index crc32c.
   A rerun skips the files already in place that pass the same checks and copies the rest.
@@ -75,6 +76,7 @@ class ReplicateReport:
     files_skipped: int = 0
     bytes_total: int = 0
     bytes_copied: int = 0
+    bytes_resumed: int = 0
     blocks_checked: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -321,18 +323,50 @@ def _in_place(dst: Location, files: list[SourceFile], recheck: bool) -> set[str]
 
 # -- copying ----------------------------------------------------------------------------
 class _FileCopy:
-    """A file being copied: its temporary file and the parts still to write."""
+    """A file being copied: its temporary file, the parts still to write, and a record of
+    the parts written (``<tmp>.parts``: a JSON header, then one start offset per line, each
+    appended after its bytes reached the disk), so a rerun resumes inside a large file."""
 
     def __init__(self, dst: Location, f: SourceFile, part_bytes: int):
         self.f = f
         self.path = dst.path(f.rel)
         self.tmp = self.path + PARTIAL
+        self.record = self.tmp + ".parts"
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        self.fd = os.open(self.tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.ftruncate(self.fd, f.size)
-        self.parts = [(lo, min(f.size, lo + part_bytes)) for lo in range(0, f.size, part_bytes)]
+        header = json.dumps({"size": f.size, "part_bytes": part_bytes})
+        done = self._done_parts(header)
+        if done is None:  # a fresh copy of this file
+            done = set()
+            self.fd = os.open(self.tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.ftruncate(self.fd, f.size)
+            with open(self.record, "w") as r:
+                r.write(header + "\n")
+        else:
+            self.fd = os.open(self.tmp, os.O_RDWR)
+        self.rfd = os.open(self.record, os.O_WRONLY | os.O_APPEND)
+        every = [(lo, min(f.size, lo + part_bytes)) for lo in range(0, f.size, part_bytes)]
+        self.parts = [p for p in every if p[0] not in done]
+        self.resumed = sum(hi - lo for lo, hi in every if lo in done)
         self.left = len(self.parts) or 1
         self.lock = threading.Lock()
+
+    def _done_parts(self, header: str) -> set[int] | None:
+        """Parts a previous run wrote, or None when there is nothing to resume."""
+        try:
+            if os.path.getsize(self.tmp) != self.f.size:
+                return None
+            with open(self.record) as r:
+                lines = r.read().split("\n")
+        except OSError:
+            return None
+        if lines[0] != header:
+            return None
+        return {int(x) for x in lines[1:-1] if x.isdigit()}  # the last may be torn
+
+    def wrote(self, lo: int) -> None:
+        """Record part ``lo`` as written, once its bytes are on disk."""
+        os.fdatasync(self.fd)
+        os.write(self.rfd, f"{lo}\n".encode())
 
     def part_done(self) -> bool:
         """Count one part written; True for the last one."""
@@ -340,60 +374,79 @@ class _FileCopy:
             self.left -= 1
             return self.left == 0
 
+    def close(self) -> None:
+        """Close the descriptors (idempotent)."""
+        for name in ("fd", "rfd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                os.close(fd)
+                setattr(self, name, -1)
+
+
+def copy_part(src: Location, c: _FileCopy, lo: int, hi: int) -> int:
+    """Copy bytes ``[lo, hi)`` of one file into its temporary file; return the bytes."""
+    data = src.fs.cat_file(src.path(c.f.rel), start=lo, end=hi)
+    if len(data) != hi - lo:
+        raise CorruptStoreError(f"Expected {hi - lo} bytes at offset {lo} of "
+                                f"{src.path(c.f.rel)}. Got {len(data)} (short read).")
+    os.pwrite(c.fd, data, lo)
+    c.wrote(lo)
+    return len(data)
+
 
 def _copy_all(src: Location, dst: Location, todo: list[SourceFile], rep: ReplicateReport, *,
               threads: int, part_bytes: int, progress: bool | None) -> None:
     """Copy ``todo`` with ``threads`` range copies in flight, largest files first."""
     from tqdm.auto import tqdm
 
-    todo = sorted(todo, key=lambda f: -f.size)
-    bar = tqdm(total=sum(f.size for f in todo), unit="B", unit_scale=True, unit_divisor=1024,
-               desc="replicate", disable=(not progress) if progress is not None else None)
     copies: list[_FileCopy] = []
+    bar = None
+    pool = ThreadPoolExecutor(max(1, int(threads)), thread_name_prefix="fs-replicate")
 
     def task(c: _FileCopy, lo: int, hi: int) -> None:
         if hi > lo:
-            data = src.fs.cat_file(src.path(c.f.rel), start=lo, end=hi)
-            if len(data) != hi - lo:
-                raise CorruptStoreError(f"Expected {hi - lo} bytes at offset {lo} of "
-                                        f"{src.path(c.f.rel)}. Got {len(data)} (short read).")
-            os.pwrite(c.fd, data, lo)
-            bar.update(len(data))
+            bar.update(copy_part(src, c, lo, hi))
         if c.part_done():
             finish_file(c, rep)
 
-    pool = ThreadPoolExecutor(max(1, int(threads)), thread_name_prefix="fs-replicate")
     try:
-        futures = []
-        for f in todo:
-            c = _FileCopy(dst, f, part_bytes)
-            copies.append(c)
-            futures += [pool.submit(task, c, lo, hi) for lo, hi in (c.parts or [(0, 0)])]
+        for f in sorted(todo, key=lambda f: -f.size):
+            copies.append(_FileCopy(dst, f, part_bytes))
+        bar = tqdm(total=sum(hi - lo for c in copies for lo, hi in c.parts), unit="B",
+                   unit_scale=True, unit_divisor=1024, desc="replicate",
+                   disable=(not progress) if progress is not None else None)
+        futures = [pool.submit(task, c, lo, hi) for c in copies for lo, hi in
+                   (c.parts or [(0, 0)])]
         finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
         for fut in finished:
             fut.result()  # the first failure, with its cause
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        bar.close()
+        if bar is not None:
+            bar.close()
         for c in copies:
-            if c.fd >= 0:
-                os.close(c.fd)
-                c.fd = -1
+            c.close()
 
 
 def finish_file(c: _FileCopy, rep: ReplicateReport) -> None:
     """Check a fully written file, then rename it into place (atomically)."""
     os.fsync(c.fd)
-    os.close(c.fd)
-    c.fd = -1
-    size = os.path.getsize(c.tmp)
-    if size != c.f.size:
-        raise CorruptStoreError(f"Expected {c.f.size} bytes in {c.tmp}. Found {size}.")
-    blocks = check_copy(c.tmp, c.f)
+    c.close()
+    try:
+        size = os.path.getsize(c.tmp)
+        if size != c.f.size:
+            raise CorruptStoreError(f"Expected {c.f.size} bytes in {c.tmp}. Found {size}.")
+        blocks = check_copy(c.tmp, c.f)
+    except CorruptStoreError:
+        for p in (c.tmp, c.record):  # a rerun copies this file from the start
+            os.remove(p)
+        raise
     os.replace(c.tmp, c.path)
+    os.remove(c.record)
     with c.lock:
         rep.files_copied += 1
-        rep.bytes_copied += c.f.size
+        rep.bytes_copied += c.f.size - c.resumed
+        rep.bytes_resumed += c.resumed
         rep.blocks_checked += blocks
 
 

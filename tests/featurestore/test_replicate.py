@@ -165,6 +165,33 @@ def test_interrupted_replicate_resumes(source, tmp_path, monkeypatch):
     assert not [p for p in tree(tmp_path / "r") if p.endswith(rp.PARTIAL)]
 
 
+def test_resume_inside_a_file(source, tmp_path, monkeypatch):
+    path, url, counts, _ = source
+    part = 16 << 10
+    real, wrote = rp.copy_part, []
+
+    def crash_after_7_parts(src, c, lo, hi):
+        if len(wrote) == 7:
+            raise OSError("simulated crash")
+        wrote.append((c.f.rel, lo))
+        return real(src, c, lo, hi)
+
+    monkeypatch.setattr(rp, "copy_part", crash_after_7_parts)
+    with pytest.raises(OSError, match="simulated crash"):
+        rp.replicate(url, tmp_path / "r", threads=1, part_bytes=part, progress=False)
+    monkeypatch.undo()
+    big = wrote[0][0]
+    assert {r for r, _ in wrote} == {big}  # the largest file goes first: crashed inside it
+    size = os.path.getsize(path / big)
+    assert size > 8 * part
+    counts.clear()
+    rep = rp.replicate(url, tmp_path / "r", threads=2, part_bytes=part, progress=False)
+    assert rep.bytes_resumed == 7 * part and rep.bytes_copied == rep.bytes_total - 7 * part
+    assert counts[f"/store/{big}"] == -(-size // part) - 7  # only the missing parts fetched
+    got = tree(tmp_path / "r")
+    assert got == tree(path)
+
+
 def test_damaged_replica(source, tmp_path):
     path, url, _, _ = source
     rp.replicate(url, tmp_path / "r", progress=False)
