@@ -96,3 +96,19 @@ def test_dask_client_addresses():
             pass
     with dask_client(None) as c:
         assert c is None
+
+
+def test_spec_command_with_a_local_cluster(toy, tmp_path, capsys, monkeypatch):
+    import argparse
+
+    from preprocess import cli
+
+    _small_ranges(monkeypatch, 1000)
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers(dest="command"))
+    run_spec(toy, tmp_path / "serial", budget_bytes=16 << 20, progress=False)
+    args = parser.parse_args(["preprocess", "spec", str(toy), str(tmp_path / "dask"),
+                              "--memory", "16MiB", "--dask", "local:1", "--no-progress"])
+    assert args.func(args) == 0
+    assert "csc:paper__cites__paper" in capsys.readouterr().out
+    assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
