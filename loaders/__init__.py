@@ -20,8 +20,9 @@ from .loader import LoaderStats, NeighborLoader, resolve_input_nodes  # noqa: E4
 from .relational import HomogeneousGraph  # noqa: E402
 from .sampler import CSCGraph, Fanouts, MiniBatch, NeighborSampler, SampledSubgraph  # noqa: E402
 
-__all__ = ["NeighborLoader", "LoaderStats", "NeighborSampler", "SampledSubgraph", "MiniBatch", "Fanouts",
-           "CSCGraph", "HomogeneousGraph", "resolve_input_nodes", "LoaderArgumentError", "UnsupportedArgumentError"]
+__all__ = ["NeighborLoader", "LoaderStats", "NeighborSampler", "SampledSubgraph", "MiniBatch",
+           "Fanouts", "CSCGraph", "HomogeneousGraph", "resolve_input_nodes",
+           "LoaderArgumentError", "UnsupportedArgumentError"]
 # not in __all__: ``from loaders import *`` must not import torch_geometric or dgl
 
 _LAZY = ("pyg", "dgl")

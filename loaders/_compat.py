@@ -109,8 +109,10 @@ def fanouts(num_neighbors, input_nodes=None, *, output: str = "raw",
             if _int_list(input_nodes) and len(input_nodes) <= MAX_LAYERS
             else " (were the input nodes passed second?)")
     if not _int_list(nn):
-        what = (f"{type(nn).__module__}.{type(nn).__name__}" if not isinstance(nn, (list, tuple, str))
-                else repr(nn) if len(repr(nn)) < 60 else f"a {type(nn).__name__} of {len(nn)} items")
+        if not isinstance(nn, (list, tuple, str)):
+            what = f"{type(nn).__module__}.{type(nn).__name__}"
+        else:
+            what = repr(nn) if len(repr(nn)) < 60 else f"a {type(nn).__name__} of {len(nn)} items"
         raise LoaderArgumentError(
             f"Expected num_neighbors (the second argument) as a list of fanouts per layer or a "
             f"dict per edge type. Got {what} instead{hint}. {_ORDER_HINT}.")

@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import types
 
 from ._rng import mix, next_below, node_state
+
+#: libc's memcpy as an external symbol (resolved by name, so kernels using it can be cached);
+#: pointers are passed as size_t, the same ABI on 64-bit Linux.
+memcpy = types.ExternalFunction("memcpy", types.uintp(types.uintp, types.uintp, types.uintp))
 
 #: up to this many draws, Floyd's membership test scans the draws made so far.
 SCAN_LIMIT = 64
@@ -197,7 +202,8 @@ def insert_seeds(seeds, keys, vals, nodes, slots):
 
 @numba.njit(nogil=True, cache=True)
 def dedup(src, keys, vals, nodes, slots, count, local):
-    """``local[e]`` = local id of ``src[e]``, appending unseen ids to ``nodes``. Returns the new count."""
+    """``local[e]`` = local id of ``src[e]``, appending unseen ids to ``nodes``; returns the new
+    count."""
     mask = keys.shape[0] - 1
     for e in range(src.shape[0]):
         g = src[e]

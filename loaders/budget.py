@@ -61,6 +61,7 @@ def parse_size(size) -> int:
 
 
 def format_bytes(n: float) -> str:
+    """Bytes as text with a binary unit (``1.5 GiB``)."""
     for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(n) >= k:
             return f"{n / k:.2f} {unit}"
@@ -218,6 +219,7 @@ class LoaderPlan:
 
     @property
     def buffer_bytes(self) -> int:
+        """Bytes of the planned batch buffers."""
         return self.batch_bytes * self.batches_in_flight
 
     @property
@@ -228,11 +230,13 @@ class LoaderPlan:
                 + self.cache_bytes + self.margin)
 
     def as_dict(self) -> dict:
+        """The plan as a JSON-ready dict."""
         d = asdict(self)
         d.update(buffer_bytes=self.buffer_bytes, planned_bytes=self.planned_bytes)
         return d
 
     def table(self) -> str:
+        """The plan as a text table (what ``print(loader.plan)`` shows)."""
         f = format_bytes
         topo = "resident copy" if self.topology == "memory" else "memory-mapped (page cache)"
         rows = [

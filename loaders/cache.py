@@ -25,8 +25,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from featurestore._kernels import _memcpy
 from featurestore.gather import LocalRows, check_ids
+
+from ._kernels import memcpy as _memcpy
 
 __all__ = ["HotTier", "FeatureCache", "CacheStats", "presample_counts", "presample_scores",
            "degree_counts", "rank_rows", "count_rows", "POLICIES"]
@@ -177,6 +178,7 @@ class HotTier:
 
     @property
     def nbytes(self) -> int:
+        """Bytes held: the rows and the position map."""
         return self.data.nbytes + self.pos.nbytes
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
@@ -196,10 +198,12 @@ class CacheStats:
     bytes_read: int = 0
 
     def reset(self) -> None:
+        """Zero the counters."""
         self.hits = self.misses = self.reads = self.bytes_read = 0
 
     @property
     def hit_rate(self) -> float:
+        """Hits over rows asked for (0 before any)."""
         return self.hits / max(self.hits + self.misses, 1)
 
 

@@ -87,10 +87,12 @@ class AccessTrace:
 
     @property
     def num_batches(self) -> int:
+        """Batches in the trace, all epochs."""
         return int(self.batch_ptr.shape[0] - 1)
 
     @property
     def num_epochs(self) -> int:
+        """Epochs in the trace."""
         return int(self.epoch_ptr.shape[0] - 1)
 
     def batch_sizes(self) -> np.ndarray:
@@ -616,10 +618,12 @@ class ReplayResult:
     window: int
 
     def hit_rate(self, policy: str, capacity: int) -> float:
+        """The hit rate ``policy`` reached with ``capacity`` rows."""
         tot = sum(self.reads)
         return sum(self.hits[policy][capacity]) / tot if tot else 0.0
 
     def as_dict(self) -> dict:
+        """The results as a JSON-ready dict."""
         return {"capacities": self.capacities, "measured_epochs": self.measured_epochs,
                 "reads_per_epoch": self.reads, "window_batches": self.window,
                 "replay_seconds": self.seconds,

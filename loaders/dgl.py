@@ -57,7 +57,8 @@ class DGLNotInstalledError(FeatureStoreError, ImportError):
 
 
 def require_dgl(device=None):
-    """Import and return the ``dgl`` module, or raise :class:`DGLNotInstalledError` saying what to install.
+    """Import and return the ``dgl`` module, or raise :class:`DGLNotInstalledError` saying what
+    to install.
 
     With ``device`` (e.g. ``"cuda"``), also check that this DGL build can place graphs there
     (PyPI's dgl 2.1.0 is CPU-only). Call it where a DGL pipeline is set up (when a loader with
@@ -121,7 +122,8 @@ def to_dgl(batch: MiniBatch) -> tuple[Any, Any, list]:
     if getattr(batch, "node_type", None) is not None:  # the relational view
         _type_blocks(dgl, blocks, batch.node_type, batch.edge_type)
     input_nodes = first.srcdata[dgl.NID]
-    seeds = last.dstdata[dgl.NID] if homogeneous else {sub.seed_type: last.dstdata[dgl.NID][sub.seed_type]}
+    seeds = (last.dstdata[dgl.NID] if homogeneous
+             else {sub.seed_type: last.dstdata[dgl.NID][sub.seed_type]})
     return input_nodes, seeds, blocks
 
 
@@ -152,22 +154,28 @@ def to_blocks(sub: SampledSubgraph, device=None) -> list:
     empty = np.zeros(0, np.int64)
     node_ids = {nt: torch.from_numpy(np.ascontiguousarray(sub.node.get(nt, empty), dtype=np.int64))
                 for nt in ntypes}
-    rows = {et: torch.from_numpy(np.ascontiguousarray(sub.row[et], dtype=np.int64)) for et in etypes}
-    cols = {et: torch.from_numpy(np.ascontiguousarray(sub.col[et], dtype=np.int64)) for et in etypes}
-    eids = {et: torch.from_numpy(np.ascontiguousarray(sub.edge[et], dtype=np.int64)) for et in etypes}
+    def tensors(d):
+        return {et: torch.from_numpy(np.ascontiguousarray(d[et], dtype=np.int64))
+                for et in etypes}
+
+    rows, cols, eids = tensors(sub.row), tensors(sub.col), tensors(sub.edge)
     # prefix lengths: nodes of hops 0..h per type, edges of layers 1..l per edge type
-    node_cum = {nt: np.concatenate([[0], np.cumsum(_pad(sub.num_sampled_nodes.get(nt, []), num_layers + 1))])
+    node_cum = {nt: np.concatenate([[0], np.cumsum(_pad(sub.num_sampled_nodes.get(nt, []),
+                                                        num_layers + 1))])
                 for nt in ntypes}
-    edge_cum = {et: np.concatenate([[0], np.cumsum(_pad(sub.num_sampled_edges.get(et, []), num_layers))])
+    edge_cum = {et: np.concatenate([[0], np.cumsum(_pad(sub.num_sampled_edges.get(et, []),
+                                                        num_layers))])
                 for et in etypes}
     for nt in ntypes:
         if node_cum[nt][-1] != len(node_ids[nt]):
-            raise LoaderArgumentError(f"Expected num_sampled_nodes[{nt!r}] to sum to the {len(node_ids[nt])} "
-                             f"sampled nodes of that type. Got {node_cum[nt][-1]} instead.")
+            raise LoaderArgumentError(
+                f"Expected num_sampled_nodes[{nt!r}] to sum to the {len(node_ids[nt])} sampled "
+                f"nodes of that type. Got {node_cum[nt][-1]} instead.")
     for et in etypes:
         if edge_cum[et][-1] != len(rows[et]):
-            raise LoaderArgumentError(f"Expected num_sampled_edges[{tuple(et)!r}] to sum to the {len(rows[et])} "
-                             f"sampled edges of that type. Got {edge_cum[et][-1]} instead.")
+            raise LoaderArgumentError(
+                f"Expected num_sampled_edges[{tuple(et)!r}] to sum to the {len(rows[et])} "
+                f"sampled edges of that type. Got {edge_cum[et][-1]} instead.")
 
     on_device = device is not None and torch.device(device).type != "cpu"
     blocks = []
@@ -212,8 +220,9 @@ def _check_device(device: str) -> None:
 def _num_layers(sub) -> int:
     lengths = {len(v) for v in sub.num_sampled_edges.values()}
     if len(lengths) != 1:
-        raise LoaderArgumentError("Expected num_sampled_edges to hold one count per layer for every edge "
-                         f"type. Got lists of lengths {sorted(lengths)} instead.")
+        raise LoaderArgumentError("Expected num_sampled_edges to hold one count per layer for "
+                                  f"every edge type. Got lists of lengths {sorted(lengths)} "
+                                  "instead.")
     return lengths.pop()
 
 
@@ -265,8 +274,9 @@ class NodeCollator:
         from .sampler import NeighborSampler
 
         if not isinstance(g, HomogeneousGraph):
-            raise LoaderArgumentError("Expected loaders.relational.HomogeneousGraph(store) as the graph "
-                            f"(it stands for graph.dgl). Got {type(g).__name__} instead.")
+            raise LoaderArgumentError("Expected loaders.relational.HomogeneousGraph(store) as "
+                                      f"the graph (it stands for graph.dgl). Got "
+                                      f"{type(g).__name__} instead.")
         self.g = g
         self.seed_type, _ = g.seeds(idx)
         self.dataset = torch.as_tensor(np.asarray(idx), dtype=torch.int64)

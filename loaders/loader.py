@@ -135,16 +135,19 @@ class LoaderStats:
     overflows: int = 0
 
     def reset(self) -> None:
+        """Zero every counter and time."""
         self.batches, self.sample, self.gather, self.wait = 0, 0.0, 0.0, 0.0
         self.hits = self.misses = self.reads = self.bytes_read = self.overflows = 0
 
     def per_batch_ms(self) -> dict[str, float]:
+        """Milliseconds per batch of each stage and of the loop's wait."""
         n = max(self.batches, 1)
         return {k: round(1e3 * getattr(self, k) / n, 2)
                 for k in ("sample", "gather", "wait")}
 
     @property
     def hit_rate(self) -> float:
+        """Rows served by the hot tier over rows gathered through the cache."""
         return self.hits / max(self.hits + self.misses, 1)
 
     def per_batch(self) -> dict[str, float]:
@@ -290,7 +293,8 @@ class NeighborLoader:
     homogeneous
         ``True`` or an order of the node types (``["paper", "author", "institution"]``, as
         OGB-LSC's R-GNN numbers them; default the store's): the relational view
-        (:mod:`loaders.relational`), each batch as one homogeneous graph, as PyG's ``HeteroData.to_homogeneous()`` and ``dgl.to_homogeneous`` make it, for the
+        (:mod:`loaders.relational`), each batch as one homogeneous graph, as PyG's
+        ``HeteroData.to_homogeneous()`` and ``dgl.to_homogeneous`` make it, for the
         relational baselines (R-GNN, RGAT). ``output="pyg"`` yields ``Data`` with ``x`` (every
         node type's features: one width required), ``node_type``, ``edge_type`` (indices into
         ``store.node_types``/``store.edge_types``), ``n_id``/``e_id`` in the homogeneous
@@ -510,7 +514,7 @@ class NeighborLoader:
         else:
             budget, source = parse_size(memory), "memory= argument"
         policy = None if cache is None else ("presample" if cache == "auto" else cache)
-        store, g = self.store, self.sampler.graph
+        g = self.sampler.graph
         rb = {t: f.row_bytes for t, f in self.features.items()}
         nrows = {t: f.shape[0] for t, f in self.features.items()}
         topo_bytes = sum(p.nbytes + i.nbytes for p, i in g.csc.values())
@@ -528,7 +532,8 @@ class NeighborLoader:
         # first a bound without sampling: every type at its most rows per batch
         mult, fan = 1, self.sampler.fanouts
         for layer in range(fan.num_layers):
-            mult *= 1 + max(max(abs(v[layer]) if v[layer] >= 0 else 10**9 for v in fan.per_etype.values()), 0)
+            widest = max(abs(v[layer]) if v[layer] >= 0 else 10**9 for v in fan.per_etype.values())
+            mult *= 1 + max(widest, 0)
         bound = {t: min(n, self.batch_size * mult) for t, n in g.num_nodes.items() if t in rb}
         edges_bound = self.batch_size * mult * max(len(g.edge_types), 1)
         plan = plan_loader(batch_rows=bound, edges_per_batch=edges_bound, **common)
@@ -596,7 +601,8 @@ class NeighborLoader:
         for et, (p, i) in g.csc.items():
             arrs = []
             for name, a in (("indptr", p), ("indices", i)):
-                rows = store.row_reader(fmt.edge_key(et, name)) if hasattr(store, "row_reader") else None
+                rows = (store.row_reader(fmt.edge_key(et, name))
+                        if hasattr(store, "row_reader") else None)
                 if isinstance(rows, LocalRows):
                     arrs.append(rows.read_all())
                     rows.release_pages()  # pages a validation pass read through the map

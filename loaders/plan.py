@@ -223,6 +223,7 @@ class Plan:
     loader_plan: dict | None = None
 
     def as_dict(self) -> dict:
+        """The plan as a JSON-ready dict."""
         return asdict(self)
 
     def table(self) -> str:

@@ -37,7 +37,7 @@ __all__ = ["to_pyg", "remote_backend", "StoreFeatureStore", "StoreGraphStore", "
 
 def _t(a: np.ndarray, device=None) -> torch.Tensor:
     a = np.ascontiguousarray(a)
-    if not a.flags.writeable:  # memory maps and store splits: torch warns on (and must not write) them
+    if not a.flags.writeable:  # memory maps, store splits: torch warns on (must not write) them
         a = a.copy()
     t = torch.from_numpy(a)
     return t if device is None else t.to(device)
@@ -159,6 +159,7 @@ class StoreFeatureStore(FeatureStore):
         return tuple(feat.shape) if feat is not None else tuple(vec.shape)
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        """Every attribute PyG may ask for: ``x``, ``y`` or ``n_id`` per node type."""
         s, out = self.store, []
         for t in s.node_types:
             g = None if self.homogeneous else t
@@ -201,6 +202,7 @@ class StoreGraphStore(GraphStore):
                 for et in s.edge_types}
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        """One CSC edge attribute per edge type."""
         return list(self._attrs().values())
 
     def _get_edge_index(self, edge_attr: EdgeAttr):
@@ -271,6 +273,7 @@ class NeighborSampler(BaseSampler):
         self._lock = threading.Lock()
 
     def set_epoch(self, epoch: int) -> None:
+        """Make the next batches those of ``epoch`` (call before each epoch)."""
         with self._lock:
             self.epoch, self._calls = int(epoch), 0
 
@@ -281,7 +284,9 @@ class NeighborSampler(BaseSampler):
         info = torch.utils.data.get_worker_info()
         return k if info is None else k * info.num_workers + info.id
 
-    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs) -> SamplerOutput | HeteroSamplerOutput:
+    def sample_from_nodes(self, index: NodeSamplerInput,
+                          **kwargs) -> SamplerOutput | HeteroSamplerOutput:
+        """Sample around ``index.node`` (PyG's ``BaseSampler`` call)."""
         if index.time is not None:
             from .errors import UnsupportedArgumentError
             raise UnsupportedArgumentError(
@@ -311,11 +316,13 @@ class NeighborSampler(BaseSampler):
             metadata=meta)
 
     def sample_from_edges(self, index, neg_sampling=None) -> Any:
+        """Not supported: link-level sampling."""
         raise NotImplementedError("loaders.pyg.NeighborSampler samples around nodes only; "
                                   "link-level sampling is not supported yet.")
 
     @property
     def edge_permutation(self):
+        """``None``: edge ids are positions in the store's CSC already."""
         return None
 
 
@@ -326,6 +333,7 @@ class Adj(tuple):
     __slots__ = ()
 
     def __new__(cls, adj_t, e_id, size):
+        """The triple ``(adj_t, e_id, size)``."""
         return super().__new__(cls, (adj_t, e_id, size))
 
     adj_t = property(lambda self: self[0])

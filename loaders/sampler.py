@@ -71,10 +71,12 @@ class SampledSubgraph:
 
     @property
     def seeds(self) -> np.ndarray:
+        """Store ids of the seeds (the first ``batch_size`` nodes of ``seed_type``)."""
         return self.node[self.seed_type][: self.batch_size]
 
     @property
     def num_edges(self) -> int:
+        """Sampled edges of every edge type."""
         return int(sum(r.shape[0] for r in self.row.values()))
 
 
@@ -130,8 +132,8 @@ class Fanouts:
                 per[match[0]] = _check_list(v)
             lengths = {len(v) for v in per.values()}
             if len(lengths) > 1:
-                raise LoaderArgumentError(f"Expected the same number of layers for every edge type. "
-                                 f"Got {sorted(lengths)} instead.")
+                raise LoaderArgumentError(f"Expected the same number of layers for every edge "
+                                          f"type. Got {sorted(lengths)} instead.")
             n = lengths.pop() if lengths else 0
             per = {e: per.get(e, (0,) * n) for e in edge_types}
         else:
@@ -172,15 +174,16 @@ class CSCGraph:
     def __post_init__(self):
         if self.validated:
             return
-        from featurestore._integrity import check_csc, native
+        from featurestore.reader import check_csc, native  # the checks the store runs
 
         checked = {}
         for et, (indptr, indices) in self.csc.items():
             et = _as_etype(et)
             for t in (et.src, et.dst):
                 if t not in self.num_nodes:
-                    raise UnknownNodeTypeError(f"Expected node type {t!r} of edge type {tuple(et)} among "
-                                   f"{list(self.num_nodes)}. Got none.")
+                    raise UnknownNodeTypeError(f"Expected node type {t!r} of edge type "
+                                               f"{tuple(et)} among {list(self.num_nodes)}. "
+                                               "Got none.")
             indptr, indices = np.asarray(indptr), np.asarray(indices)
             if indptr.shape != (self.num_nodes[et.dst] + 1,):
                 from featurestore.errors import CorruptStoreError
@@ -194,10 +197,12 @@ class CSCGraph:
 
     @property
     def node_types(self) -> list[str]:
+        """The node types, in the graph's order."""
         return list(self.num_nodes)
 
     @property
     def edge_types(self) -> list[EdgeType]:
+        """The edge types, in the graph's order."""
         return list(self.csc)
 
     @classmethod
@@ -223,6 +228,7 @@ class CSCGraph:
 
     @classmethod
     def of(cls, graph, topology: str = "mmap") -> CSCGraph:
+        """``graph`` itself when a :class:`CSCGraph`, else the topology of the store ``graph``."""
         return graph if isinstance(graph, CSCGraph) else cls.from_store(graph, topology)
 
 
@@ -335,6 +341,7 @@ class NeighborSampler:
 
     @property
     def num_layers(self) -> int:
+        """Layers of fanouts (hops sampled)."""
         return self.fanouts.num_layers
 
     def _tables(self) -> dict[str, _Table]:

@@ -145,7 +145,7 @@ def mag_like_store(path: str | os.PathLike, *, num_papers: int = 2000, num_autho
     the mean of its papers', an institution's the mean of its authors'.
     """
     rng = np.random.default_rng(seed)
-    P, A, I = num_papers, num_authors, num_institutions
+    P, A, NI = num_papers, num_authors, num_institutions
     labels = rng.integers(0, num_classes, P)
     cent = rng.standard_normal((num_classes, feat_dim)).astype(np.float32)
     cent /= np.linalg.norm(cent, axis=1, keepdims=True)
@@ -168,7 +168,7 @@ def mag_like_store(path: str | os.PathLike, *, num_papers: int = 2000, num_autho
         sel = same & (home[w_src] == c)
         w_dst[sel] = rng.choice(by_class[c], sel.sum())
     aff_src = np.arange(A)
-    aff_dst = rng.integers(0, I, A)
+    aff_dst = rng.integers(0, NI, A)
     perm = rng.permutation(P)
     ntr, nva = int(0.6 * P), int(0.2 * P)
     lab = np.full(P, -1, np.int64)
@@ -177,12 +177,12 @@ def mag_like_store(path: str | os.PathLike, *, num_papers: int = 2000, num_autho
     w = fs.create_store(path, mode=mode)
     w.add_node_type("paper", P)
     w.add_node_type("author", A)
-    w.add_node_type("institution", I)
+    w.add_node_type("institution", NI)
     for (s, r, d), (src, dst, nd) in {
         ("paper", "cites", "paper"): (c_src, c_dst, P),
         ("author", "writes", "paper"): (w_src, w_dst, P),
         ("paper", "rev_writes", "author"): (w_dst, w_src, A),
-        ("author", "affiliated_with", "institution"): (aff_src, aff_dst, I),
+        ("author", "affiliated_with", "institution"): (aff_src, aff_dst, NI),
         ("institution", "rev_affiliated_with", "author"): (aff_dst, aff_src, A),
     }.items():
         indptr, indices = _csc_from_pairs(np.asarray(src), np.asarray(dst), nd)
@@ -191,13 +191,13 @@ def mag_like_store(path: str | os.PathLike, *, num_papers: int = 2000, num_autho
     if derive_features:
         xa = _mean_rows(x, w_src, w_dst, A)
         w.add_features("author", "feat", xa.astype(dtype))
-        w.add_features("institution", "feat", _mean_rows(xa, aff_dst, aff_src, I).astype(dtype))
+        w.add_features("institution", "feat", _mean_rows(xa, aff_dst, aff_src, NI).astype(dtype))
     w.add_labels("paper", lab)
     w.add_values("paper", "year", rng.integers(2010, 2020, P).astype(np.int64))
     w.add_split("train", "paper", np.sort(perm[:ntr]))
     w.add_split("valid", "paper", np.sort(perm[ntr:ntr + nva]))
     w.add_split("test", "paper", np.sort(perm[ntr + nva:ntr + 2 * nva]))
     w.add_provenance("synthetic.mag_like_store", num_papers=P, num_authors=A,
-                     num_institutions=I, feat_dim=feat_dim, seed=seed)
+                     num_institutions=NI, feat_dim=feat_dim, seed=seed)
     w.commit()
     return os.fspath(path)
