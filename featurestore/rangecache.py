@@ -23,6 +23,7 @@ shard is the whole matrix (187 GB for MAG240M's papers): use ``featurestore repl
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -31,6 +32,8 @@ import uuid
 
 import numpy as np
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
+
+from .errors import DiskFullError
 
 __all__ = ["RangeCacheFileSystem", "CACHE_BLOCK_BYTES"]
 
@@ -64,10 +67,17 @@ class _Entry:
                       np.zeros(0, np.uint8))
 
     def close(self) -> None:
-        if self.fd >= 0:
+        """Close the data descriptor and unmap the states (idempotent)."""
+        if getattr(self, "fd", -1) >= 0:
             os.close(self.fd)
             self.fd = -1
         self.state = np.zeros(0, np.uint8)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
 
 class RangeCacheFileSystem(AbstractFileSystem):
@@ -198,7 +208,14 @@ class RangeCacheFileSystem(AbstractFileSystem):
                                               OSError(f"short read of {e.path} [{lo}, {hi}): "
                                                       f"{len(data)} bytes"))
                 continue
-            os.pwrite(e.fd, data, lo)  # the bytes first, then the mark: never a hole
+            try:
+                os.pwrite(e.fd, data, lo)  # the bytes first, then the mark: never a hole
+            except OSError as err:
+                if err.errno == errno.ENOSPC:  # not a transport error: no retry
+                    raise DiskFullError(f"The cache directory {self.storage} is full: cannot "
+                                        f"write {hi - lo} bytes of {e.path}. Free space or "
+                                        "choose another cache_dir.") from err
+                raise
             e.state[a:b] = 1
             self.stats["bytes_fetched"] += hi - lo
         if first_error is not None:

@@ -223,3 +223,25 @@ def test_s3(tmp_path):
     finally:
         s3fs.S3FileSystem.clear_instance_cache()
         server.stop()
+
+
+def test_full_cache_disk_is_named(tmp_path, monkeypatch):
+    """ENOSPC in the cache is a DiskFullError (not a transport error the reader retries), and
+    marks nothing."""
+    import errno
+
+    import featurestore.rangecache as rc
+
+    data = bytes(range(256)) * 1024
+    (tmp_path / "blob").write_bytes(data)
+    cfs = RangeCacheFileSystem(fs.location.fsspec.filesystem("file"), str(tmp_path / "c"),
+                               block_bytes=4096)
+
+    def full(*a):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(rc.os, "pwrite", full)
+    with pytest.raises(fs.DiskFullError, match="cache directory"):
+        cfs.cat_file(str(tmp_path / "blob"), 100, 9000)
+    monkeypatch.undo()
+    assert cfs.cat_file(str(tmp_path / "blob"), 100, 9000) == data[100:9000]
