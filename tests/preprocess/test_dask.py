@@ -42,7 +42,7 @@ def _manifest_ranges(store):
     return {k: v["stats"].get("ranges") for k, v in m["steps"].items() if k.startswith("csc:")}
 
 
-@pytest.mark.parametrize("work_bytes", [600, 4000], ids=["145-ranges", "19-ranges"])
+@pytest.mark.parametrize("work_bytes", [1000, 4000], ids=["80-ranges", "19-ranges"])
 def test_threads_cluster_gives_the_same_store(toy, tmp_path, monkeypatch, work_bytes):
     _small_ranges(monkeypatch, work_bytes)
     run_spec(toy, tmp_path / "serial", budget_bytes=16 << 20, progress=False)
@@ -98,7 +98,7 @@ def test_dask_client_addresses():
         assert c is None
 
 
-def test_spec_command_with_a_local_cluster(toy, tmp_path, capsys, monkeypatch):
+def test_spec_command_with_a_scheduler_address(toy, tmp_path, capsys, monkeypatch):
     import argparse
 
     from preprocess import cli
@@ -107,8 +107,11 @@ def test_spec_command_with_a_local_cluster(toy, tmp_path, capsys, monkeypatch):
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers(dest="command"))
     run_spec(toy, tmp_path / "serial", budget_bytes=16 << 20, progress=False)
-    args = parser.parse_args(["preprocess", "spec", str(toy), str(tmp_path / "dask"),
-                              "--memory", "16MiB", "--dask", "local:1", "--no-progress"])
-    assert args.func(args) == 0
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        args = parser.parse_args(["preprocess", "spec", str(toy), str(tmp_path / "dask"),
+                                  "--memory", "16MiB", "--dask", cluster.scheduler_address,
+                                  "--no-progress"])
+        assert args.func(args) == 0
     assert "csc:paper__cites__paper" in capsys.readouterr().out
     assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
