@@ -113,7 +113,7 @@ def _cmd_replicate(args) -> int:
     opts = json.loads(args.storage_options) if args.storage_options else None
     rep = replicate(args.url, args.local, storage_options=opts, threads=args.threads,
                     part_bytes=int(args.part_mib * (1 << 20)), force=args.force,
-                    recheck=not args.trust_existing,
+                    recheck=args.recheck,
                     progress=False if args.no_progress else None)
     if args.json:
         json.dump(rep.as_dict(), sys.stdout, indent=2, default=str)
@@ -206,8 +206,9 @@ def register(sub) -> None:
                    help="replace a store of this package found at LOCAL (never other files)")
     p.add_argument("--storage-options", help="fsspec options of the source, as JSON "
                    "(e.g. '{\"endpoint_url\": \"http://...\"}'); AWS_* variables work too")
-    p.add_argument("--trust-existing", action="store_true", help="on a rerun, take files "
-                   "in place at the right size as done without checking their CRC-32s")
+    p.add_argument("--recheck", action="store_true", help="on a rerun, check the CRC-32s "
+                   "of the files already in place and copy the damaged ones again (default: "
+                   "their sizes; each was checked before it got its name)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd_replicate)

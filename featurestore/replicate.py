@@ -14,7 +14,8 @@ files), resumable and verified:
   so a rerun resumes inside a large file), checked, then renamed into place: its size;
   for an uncompressed (v1) shard the CRC-32 of every block of rows against the checksums the
   writer recorded and the shard index byte for byte; for a compressed shard its index crc32c.
-  A rerun skips the files already in place that pass the same checks and copies the rest.
+  A rerun skips the files already in place (with ``recheck``, those that pass the same checks
+  again) and copies the rest; a finished replica of the same generation is left untouched.
 * At the end the source's root ``zarr.json`` is written unchanged (the replica is the source byte
   for byte) after checking that the source was not rewritten meanwhile, and the replica is
   verified (``featurestore verify``: sizes, shard indexes, topology).
@@ -87,7 +88,7 @@ class ReplicateReport:
 
 
 def replicate(url, local, *, storage_options: dict | None = None, threads: int = 8,
-              part_bytes: int = PART_BYTES, force: bool = False, recheck: bool = True,
+              part_bytes: int = PART_BYTES, force: bool = False, recheck: bool = False,
               progress: bool | None = None) -> ReplicateReport:
     """Copy the store at ``url`` (any fsspec URL or a local path) to the directory ``local``.
 
@@ -108,8 +109,9 @@ def replicate(url, local, *, storage_options: dict | None = None, threads: int =
     force
         Replace a store of this package that is not a replica of this source's generation.
     recheck
-        Check the files already in place (a rerun) as fresh copies are checked, and copy the
-        ones that fail again; ``False`` trusts their sizes.
+        Check the files already in place (a rerun) as fresh copies are checked and copy the
+        ones that fail again. By default their sizes are trusted: each was checked and
+        synced to disk before it got its final name.
     progress
         A tqdm bar over the bytes (``None``: only on a terminal).
 
@@ -131,6 +133,11 @@ def replicate(url, local, *, storage_options: dict | None = None, threads: int =
     _prepare_dir(dst, src.url)
     lock = WriteLock(dst).acquire()
     try:
+        if _up_to_date(dst, root_raw, files, recheck):
+            rep.files_skipped = len(files)
+            log.info("replicate %s -> %s: up to date", src.url, dst.url)
+            rep.seconds = time.perf_counter() - t0
+            return rep
         done = _prepare_target(dst, src.url, gen, attrs, files, force, recheck)
         todo = [f for f in files if f.rel not in done]
         rep.files_skipped = len(files) - len(todo)
@@ -260,6 +267,18 @@ def _is_replica(dst: Location) -> bool:
         return False
     names = set(os.listdir(dst.root)) - {LOCK_NAME}
     return all(n in fmt.STORE_ENTRIES or n.startswith("zarr.json.") for n in names)
+
+
+def _up_to_date(dst: Location, root_raw: bytes, files: list[SourceFile], recheck: bool) -> bool:
+    """A finished replica of this generation: the source's root byte for byte and every file
+    in place (nothing is written then)."""
+    try:
+        with open(dst.path("zarr.json"), "rb") as f:
+            if f.read() != root_raw:
+                return False
+    except OSError:
+        return False
+    return len(_in_place(dst, files, recheck)) == len(files)
 
 
 def _manifest(dst: Location) -> dict | None:
