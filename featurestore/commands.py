@@ -119,6 +119,10 @@ def _cmd_replicate(args) -> int:
         json.dump(rep.as_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return 0
+    if rep.up_to_date:
+        print(f"{rep.target}: up to date: a finished replica of {rep.source} (generation "
+              f"{rep.generation}, {rep.files_total} files in place)")
+        return 0
     rate = rep.bytes_copied / rep.seconds if rep.seconds > 0 else 0.0
     print(f"{rep.target}: replica of {rep.source} (generation {rep.generation}): "
           f"{rep.files_copied} of {rep.files_total} files copied "

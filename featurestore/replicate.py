@@ -67,7 +67,8 @@ class SourceFile:
 
 @dataclass
 class ReplicateReport:
-    """What :func:`replicate` did: files and bytes copied or found in place, time taken."""
+    """What :func:`replicate` did: files and bytes copied or found in place, time taken;
+    ``up_to_date`` when the target already was a finished replica (nothing written)."""
 
     source: str
     target: str
@@ -79,6 +80,7 @@ class ReplicateReport:
     bytes_copied: int = 0
     bytes_resumed: int = 0
     blocks_checked: int = 0
+    up_to_date: bool = False
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -134,7 +136,7 @@ def replicate(url, local, *, storage_options: dict | None = None, threads: int =
     lock = WriteLock(dst).acquire()
     try:
         if _up_to_date(dst, root_raw, files, recheck):
-            rep.files_skipped = len(files)
+            rep.files_skipped, rep.up_to_date = len(files), True
             log.info("replicate %s -> %s: up to date", src.url, dst.url)
             rep.seconds = time.perf_counter() - t0
             return rep

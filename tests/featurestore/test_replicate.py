@@ -136,6 +136,7 @@ def test_replica_equals_source(source, tmp_path):
     assert verify_report(tmp_path / "r", data=True).ok
     again = rp.replicate(url, tmp_path / "r", progress=False)  # up to date: nothing copied
     assert (again.files_copied, again.files_skipped) == (0, rep.files_total)
+    assert again.up_to_date and not rep.up_to_date
     assert tree(tmp_path / "r") == tree(path)
 
 
