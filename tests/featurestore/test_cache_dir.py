@@ -245,3 +245,33 @@ def test_full_cache_disk_is_named(tmp_path, monkeypatch):
         cfs.cat_file(str(tmp_path / "blob"), 100, 9000)
     monkeypatch.undo()
     assert cfs.cat_file(str(tmp_path / "blob"), 100, 9000) == data[100:9000]
+
+
+def test_two_processes_share_a_cache(store, tmp_path):
+    """Two processes fill one cache at the same time (as a node's ranks do); a third reader
+    then reads both sets of rows without a request."""
+    import subprocess
+    import sys
+
+    _, url, counts, x = store
+    opts = {"cache_dir": str(tmp_path / "cache"), "cache_block_bytes": 4096}
+    rng = np.random.default_rng(8)
+    a, b = rng.integers(0, N, 400), rng.integers(0, N, 400)
+    np.save(tmp_path / "a.npy", a)
+    code = (f"import numpy as np, featurestore as fs\n"
+            f"s = fs.open_store({url!r}, storage_options={opts!r}, cache_bytes=0)\n"
+            f"ids = np.load({str(tmp_path / 'a.npy')!r})\n"
+            f"np.save({str(tmp_path / 'got.npy')!r}, s.features('paper').gather(ids))\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=root,
+                             env={**os.environ, "PYTHONPATH": root})
+    with fs.open_store(url, storage_options=opts, cache_bytes=0) as s:
+        np.testing.assert_array_equal(s.features("paper").gather(b), x[b])
+    assert child.wait(timeout=120) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "got.npy"), x[a])
+    counts.clear()
+    both = np.concatenate([a, b])
+    with fs.open_store(url, storage_options=opts, cache_bytes=0) as s:
+        np.testing.assert_array_equal(s.features("paper").gather(both), x[both])
+        assert s.loc.fs.stats["requests"] == 0
+    assert data_gets(counts) == 0
