@@ -1,32 +1,38 @@
-"""Every benchmark in one run: ``featurestore bench all --scale 0.01 --plot``.
+"""``bench all``: every benchmark at one ``--scale`` into one report.
 
-``--scale`` sizes the synthetic data against the OGB-LSC datasets the product is built for
-(:class:`benchmarks.options.Sizes`): at scale 1 the gather stores have MAG240M's 121M paper
-rows (fp16 x 768 and fp32 x 128), the sampled graph has ogbn-papers100M's 111M nodes (about 15
-edges a node) and the preprocessing run converts 1.6B edges. Scale 0.01 (1.2M rows, 1.1M nodes,
-16M edges) runs in minutes on two cores. The run writes, into ``--out``: ``all.json`` (machine,
-versions, options and every trial of every part), ``report.md`` (the tables and the peer
-ratios), ``summary.md`` (the short version: device, cold gathers against the device limit, peer
-ratios) and, with ``--plot``, the PNG charts; each part also gets its own ``<part>.json``.
+Sizes are set against the OGB-LSC datasets (:class:`benchmarks.options.Sizes`). The run writes
+into ``--out``: ``all.json`` (machine, versions, options and every trial of every part),
+``report.md`` (every table and the peer ratios), ``summary.md`` (device, cold gathers against
+the device limit, peer ratios), ``<part>.json`` and, with ``--plot``, the PNG charts.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 import traceback
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 from . import cache_bench, device, gather_bench, loader_bench, preprocess_bench, render
 from . import sample_bench
-from .options import Sizes
+from .options import Sizes, opt
 from .report import machine_info, write_json
 
 log = logging.getLogger(__name__)
 
 PARTS = ("device", "gather", "sample", "loader", "preprocess", "cache")
+
+
+@dataclass(frozen=True)
+class AllOptions:
+    """What ``bench all`` runs."""
+
+    scale: float = opt(0.01, "1.0 = MAG240M paper rows / papers100M graph; 0.01 runs in minutes")
+    workdir: str = opt("bench-data", "where synthetic data is made")
+    parts: str = opt(",".join(PARTS), f"comma-separated among {PARTS}")
+    trials: int | None = opt(None, "trials per measurement (default 3, --quick 1)")
+    quick: bool = opt(False, "tiny sizes: a smoke run of every part")
 
 
 def part_report(part: str, sz: Sizes, workdir: str, trials: int, reports: dict) -> dict:
@@ -67,11 +73,11 @@ def emit(report: dict, outdir: str, plot: bool, name: str | None = None) -> dict
     return files
 
 
-def run_all(scale: float, workdir: str, outdir: str, plot: bool = False, parts=PARTS,
-            quick: bool = False, trials: int | None = None, keep_data: bool = True) -> int:
+def run_all(o: AllOptions, outdir: str, plot: bool = False) -> int:
     """Run every part, write ``all.json``, ``report.md`` and the charts; 0 when all succeeded."""
-    sz = Sizes.quick() if quick else Sizes.at(scale)
-    trials = trials or sz.trials
+    sz = Sizes.quick() if o.quick else Sizes.at(o.scale)
+    trials, workdir = o.trials or sz.trials, o.workdir
+    parts = [p.strip() for p in o.parts.split(",") if p.strip()]
     os.makedirs(workdir, exist_ok=True)
     os.makedirs(outdir, exist_ok=True)
     t_all = time.perf_counter()
@@ -96,7 +102,7 @@ def run_all(scale: float, workdir: str, outdir: str, plot: bool = False, parts=P
                 errors[f"{part} charts"] = f"{type(e).__name__}: {e}"
     total = time.perf_counter() - t_all
     summary = {"benchmark": "all", "machine": machine_info(workdir),
-               "options": {"scale": scale, "quick": quick, "trials": trials, "parts": list(parts),
+               "options": {"scale": o.scale, "quick": o.quick, "trials": trials, "parts": parts,
                            "workdir": os.path.abspath(workdir), "sizes": asdict(sz)},
                "seconds": total, "part_seconds": timings, "errors": errors,
                "peer_ratios": render.peer_ratios(reports), "reports": reports,
@@ -110,6 +116,4 @@ def run_all(scale: float, workdir: str, outdir: str, plot: bool = False, parts=P
     print(md)
     print(f"wrote {outdir}/all.json, {outdir}/report.md"
           + (f" and {len(charts)} charts" if charts else "") + f" in {total:.0f} s")
-    if not keep_data:
-        shutil.rmtree(workdir, ignore_errors=True)
     return 1 if errors else 0

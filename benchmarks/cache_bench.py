@@ -1,17 +1,9 @@
-"""``featurestore bench cache``: feature-cache policies replayed on recorded row accesses.
+"""``bench cache``: feature-cache policies replayed on the row reads of sampled epochs.
 
-For each store, :func:`loaders.cache_policies.record_trace` samples a few epochs exactly as
-``NeighborLoader(shuffle=True)`` would (no feature is read) and records the distinct rows of
-the feature-bearing node type each batch reads; :func:`loaders.cache_policies.replay` then
-replays every policy at budgets of 1, 2, 5, 10 and 20% of the rows: degree-static,
-presample-static (ranked by the first epoch's access counts, ties by degree), SIEVE, CLOCK,
-LRU, Belady with a lookahead window, Belady over the whole trace (the offline optimum), and
-the per-epoch optimal static cache (the upper bound of any static cache). Hit rates are of the
-epochs after the first (row reads served / row reads; a row read = one distinct row in one
-batch); the dynamic policies are warmed by the first epoch.
-
-The report holds the hit-rate table per store, the facts of each trace (rows, reads per batch,
-rows touched per epoch) and the time each step took; ``--plot`` draws ``cache-hit-rate.png``.
+:func:`loaders.cache_policies.record_trace` samples epochs exactly as ``NeighborLoader(shuffle=
+True)`` would (no feature read) and :func:`loaders.cache_policies.replay` replays every policy
+at 1-20% of the rows, against Belady and the per-epoch optimal static cache; hit rates are of
+the epochs after the first (docs/benchmarks.md, "Feature-cache policies").
 """
 
 from __future__ import annotations

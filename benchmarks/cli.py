@@ -60,11 +60,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _all(args: argparse.Namespace) -> int:
-    from .all import run_all
+    from .all import AllOptions, run_all
+    from .options import given
 
-    return run_all(args.scale, args.workdir, args.out, plot=args.plot,
-                   parts=tuple(p.strip() for p in args.parts.split(",") if p.strip()),
-                   quick=args.quick, trials=args.trials)
+    return run_all(AllOptions(**given(args, AllOptions)), args.out, plot=args.plot)
 
 
 def _common(p: argparse.ArgumentParser, sized: bool = True) -> None:
@@ -80,7 +79,7 @@ def _common(p: argparse.ArgumentParser, sized: bool = True) -> None:
 
 def register(sub) -> None:
     """Add ``bench`` and its subcommands to the ``featurestore`` command line."""
-    from .all import PARTS
+    from .all import AllOptions
     from .options import add_options
 
     bench = sub.add_parser("bench", help="throughput benchmarks (storage, gathers, sampling, "
@@ -94,14 +93,8 @@ def register(sub) -> None:
         add_options(p, getattr(importlib.import_module(f"benchmarks.{module}"), cls))
         _common(p, sized=name != "device")
         p.set_defaults(func=_run)
-    p = bsub.add_parser("all", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                        help="every benchmark at one scale: all.json, report.md, charts")
-    p.add_argument("--scale", type=float, default=0.01,
-                   help="1.0 = MAG240M paper rows / papers100M graph; 0.01 runs in minutes")
-    p.add_argument("--workdir", default=DEFAULT_WORKDIR, help="where synthetic data is made")
+    p = bsub.add_parser("all", help="every benchmark at one scale: all.json, report.md, charts")
+    add_options(p, AllOptions)
     p.add_argument("--out", default=DEFAULT_OUT, help="where all.json, report.md and charts go")
-    p.add_argument("--plot", action="store_true", help="also draw PNG charts")
-    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated among {PARTS}")
-    p.add_argument("--trials", type=int, help="trials per measurement (default 3)")
-    p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of every part")
+    p.add_argument("--plot", action="store_true", help="also draw PNG charts (needs matplotlib)")
     p.set_defaults(func=_all)

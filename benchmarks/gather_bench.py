@@ -1,17 +1,10 @@
-"""Row gathers: rows/s and GB/s against batch size, row size and thread count, warm and cold.
+"""``bench gather``: row gathers by batch size, row size and reads in flight, warm and cold.
 
-``featurestore bench gather`` (and ``bench all``) run this on two synthetic stores (MAG240M's
-fp16 x 768 rows, papers100M's fp32 x 128) or on any local store (``--store``, ``--ntype``,
-``--feature``). For each batch size (1k to 200k ids, random and unsorted, as a training batch
-asks them), it times the same ids through ``Store.features().gather`` and ``np.memmap(...)[ids]``
-(and once, at ``zarr_batch``, zarr-python's ``get_orthogonal_selection``), warm (page cache
-filled, the reader kept open) and cold (every mapping closed and the file's pages evicted
-before each trial). A cold gather is set against the device's random 4 KiB read limit at queue
-depth 32 for the pages the ids touch (``share_of_device_limit`` = limit time / measured time;
-above 100% when dense batches coalesce into long runs that the device serves faster than random
-4 KiB reads, so the time to read the same pages sequentially is given as well). The thread
-sweep times the cold gather with 1 to 64 reads in flight (``io_threads``) against the device's
-limits at queue depth 1 and 32, and the warm gather with 1..cpus numba threads.
+The same random, unsorted ids through ``Store.features().gather``, ``np.memmap(...)[ids]`` and,
+at one batch size, zarr-python's ``get_orthogonal_selection``: warm keeps the reader open over
+the page cache, cold closes every mapping and evicts the file before each trial. Cold gathers
+are set against the device's random 4 KiB limit (QD1 and QD32) for the pages the ids touch;
+docs/benchmarks.md ("How to read the gather figures against the device") explains the columns.
 """
 
 from __future__ import annotations
@@ -70,8 +63,8 @@ class GatherTarget:
         with fs.open_store(path) as s:
             ntype = s.resolve_ntype(ntype)
             F = s.features(ntype, feature)
-            file = getattr(F.reader, "path", None)
-            if getattr(F.reader, "is_local", True) is False or not (file and os.path.isfile(file)):
+            file = getattr(F.reader, "path", None)  # LocalRows: the shard file
+            if not (F.reader.is_local and file and os.path.isfile(file)):
                 raise fs.FeatureStoreError(
                     f"Expected an uncompressed local feature array for a gather benchmark at "
                     f"{path} ({ntype}/{feature}). Got a {type(F.reader).__name__} read path "
@@ -85,9 +78,9 @@ class GatherTarget:
         """The store, opened afresh."""
         return fs.open_store(self.path, io_threads=io_threads)
 
-    def features(self, store):
-        """The benchmarked feature array of an open ``store``."""
-        return store.features(self.ntype, self.feature)
+    def gather(self, store, ids: np.ndarray, **kw) -> np.ndarray:
+        """The rows ``ids`` of the benchmarked array of an open ``store``."""
+        return store.features(self.ntype, self.feature).gather(ids, **kw)
 
     def memmap(self):
         """The shard file as ``np.memmap`` (the first peer)."""
@@ -108,7 +101,7 @@ class GatherTarget:
 
 def _methods(t: GatherTarget, ids: np.ndarray, io_threads: int, zarr_on: bool):
     """``(name, setup, gather, teardown)`` of every read path."""
-    out = [("featurestore", lambda: t.open(io_threads), lambda s: t.features(s).gather(ids),
+    out = [("featurestore", lambda: t.open(io_threads), lambda s: t.gather(s, ids),
             lambda s: s.close()),
            ("np.memmap", t.memmap, lambda m: np.asarray(m[ids]), None)]
     if zarr_on:
@@ -136,7 +129,7 @@ def _record(t: GatherTarget, method: str, cache: str, batch: int, timing: Timing
 
 def _check_peers_agree(t: GatherTarget, ids: np.ndarray, io_threads: int, zarr_on: bool) -> None:
     with t.open(io_threads) as s:
-        ref = t.features(s).gather(ids)
+        ref = t.gather(s, ids)
     if not np.array_equal(ref, np.asarray(t.memmap()[ids])):
         raise AssertionError(f"np.memmap and featurestore disagree on {t.file}")
     if zarr_on and not np.array_equal(
@@ -182,7 +175,7 @@ def thread_sweep(t: GatherTarget, o: GatherOptions, limits: dict | None = None,
     pages = pages_touched(ids, t.row_bytes)
     out = []
     for k in o.thread_counts:
-        timing = timed_trials(lambda s: t.features(s).gather(ids, read_path="pread"), o.trials,
+        timing = timed_trials(lambda s: t.gather(s, ids, read_path="pread"), o.trials,
                               0, lambda k=k: t.open(k), lambda s: s.close(), t.evict, fresh=True)
         rec = _record(t, "featurestore", "cold", batch, timing, pages, limits, io_threads=k,
                       sweep="io_threads")
@@ -194,7 +187,7 @@ def thread_sweep(t: GatherTarget, o: GatherOptions, limits: dict | None = None,
     try:
         for k in sorted({1, numba.config.NUMBA_NUM_THREADS}):
             numba.set_num_threads(k)
-            timing = timed_trials(lambda s: t.features(s).gather(ids, read_path="mmap"),
+            timing = timed_trials(lambda s: t.gather(s, ids, read_path="mmap"),
                                   o.trials, 1, t.open, lambda s: s.close())
             out.append(_record(t, "featurestore", "warm", batch, timing, pages, limits,
                                numba_threads=k, sweep="numba_threads"))

@@ -1,30 +1,14 @@
-"""Loader benchmark: our sampler and loader against PyG's (and DGL's) on a power-law graph.
+"""``bench loader``: our loader against PyG's ``NeighborLoader`` and DGL's, in RAM and on disk.
 
-A graph with Zipf-skewed in-degrees (:func:`benchmarks.workload.synthetic_store`), fp32 x 128
-features, fanouts ``[15, 10, 5]``, batches of 1024 seeds drawn from 10% of the nodes.
-Measured in one run, each for at most ``--batches`` batches or ``--seconds`` seconds:
-
-``sampler``      our numba sampler alone, and PyG's (torch-sparse/pyg-lib) on the same CSC
-                 (the samplers of :mod:`benchmarks.sample_bench`, one trial each);
-``loader``       whole loaders with features in RAM: ours (store in the page cache, PyG
-                 ``Data`` output, CPU) and PyG's ``NeighborLoader`` over ``Data(x, edge_index)``;
-``dgl``          DGL's sampler and DataLoader, by ``benchmarks/peers/dgl_peer.py`` in the DGL
-                 environment (``.venv-dgl``), when it exists;
-``ooc``          out of core: the same graph with fp16 x 768 features, or the store given by
-                 ``--ooc-store`` (e.g. ``bench-data/rmat22.store`` from ``featurestore synth
-                 rmat``), ours in a process under ``memcap`` (``--memcap``, default a quarter of
-                 the features' size, page cache included, the store's files evicted first)
-                 against PyG with everything in RAM, both at ``--ooc-batch-size``. Ours runs
-                 with its default memory budget (the cgroup's limit): it plans the budget
-                 (``loader.plan``), holds the topology resident, fills a hot tier of rows by
-                 presampling and reads the misses with ``O_DIRECT``. Reported per epoch
-                 (``--ooc-epochs``, the first one cold): seeds/s, hit rate, reads and MB read
-                 per batch; the loader's setup (plan, presample, cache fill) apart.
-
-The memcap tool is ``--memcap-bin``, else ``$FEATURESTORE_MEMCAP``, else ``memcap`` on PATH.
-
-    featurestore bench loader --workdir /work/bigdata/loaders --scale 0.02
-    featurestore bench loader --quick                       # a small smoke run
+On the power-law graph of :func:`benchmarks.workload.synthetic_store` (or ``--on-store``),
+fanouts ``[15, 10, 5]``, each part for at most ``--batches`` batches or ``--seconds`` seconds:
+``loader`` (ours with the store in the page cache against PyG over ``Data(x, edge_index)``),
+``dgl`` (DGL's sampler and DataLoader in ``.venv-dgl``) and ``ooc``: the fp16 x 768 twin (or
+``--ooc-store``), ours in a child process under ``memcap`` (``--memcap``, default a quarter of
+the features, the store's files evicted first) against PyG with everything in RAM, epoch by
+epoch (the first cold): seeds/s, hit rate, reads per batch, the loader's setup and plan. The
+memcap tool is ``--memcap-bin``, else ``$FEATURESTORE_MEMCAP``, else ``memcap`` on PATH. The
+samplers alone are :mod:`benchmarks.sample_bench`'s.
 """
 
 from __future__ import annotations
@@ -47,12 +31,11 @@ from . import sample_bench as sb
 from .device import evict
 from .options import Sizes, opt
 from .report import MissingDependencyError, machine_info, timed_loop
-from .workload import (files_under, memcap_command, run_child, run_dgl_peer, seed_batches,
-                       synthetic_store)
+from .workload import files_under, memcap_command, run_child, run_dgl_peer, synthetic_store
 
 log = logging.getLogger(__name__)
 
-PARTS = ("sampler", "loader", "dgl", "ooc")
+PARTS = ("loader", "dgl", "ooc")  # the samplers alone: benchmarks.sample_bench
 
 
 def ooc_memcap(nodes: int, row_bytes: int = 1536) -> str:
@@ -66,9 +49,8 @@ class LoaderOptions:
     """What ``bench loader`` measures."""
 
     workdir: str = opt("bench-data", "where the stores are made (reused)")
-    on_store: str | None = opt(None, "measure our sampler and loader on this store (its "
-                               "'train' split) instead of a synthetic graph; peers are skipped",
-                               metavar="PATH")
+    on_store: str | None = opt(None, "measure our loader on this store (its 'train' split) "
+                               "instead of a synthetic graph; peers are skipped", metavar="PATH")
     seed_type: str | None = opt(None, "node type of the seeds in a heterogeneous --on-store")
     nodes: int = opt(1_110_000, "nodes of the synthetic graph")
     edges: int = opt(16_650_000, "edges of the synthetic graph")
@@ -124,14 +106,9 @@ def loop(it, n: int, seconds: float, batch_size: int, warmup: int = 2) -> dict:
     while the next is made (as a lean training loop would); its throughput record."""
     def step(_):
         b = next(it, None)
-        return None if b is None else _edges(b)
+        return None if b is None else (batch_size, _edges(b))
 
-    lp = timed_loop(step, n, seconds, warmup)
-    k, dt, cpu = lp["batches"], lp["seconds"], lp["cpu_seconds"]
-    return {"batches": k, "seconds": round(dt, 3), "batches_per_s": round(k / dt, 2),
-            "cpu_seconds": round(cpu, 3), "cpu_ms_per_batch": round(1e3 * cpu / max(k, 1), 1),
-            "seeds_per_s": round(k * batch_size / dt),
-            "edges_per_batch": int(lp["total"] / max(k, 1))}
+    return timed_loop(step, n, seconds, warmup)
 
 
 def bench_our_loader(store, o: LoaderOptions) -> dict:
@@ -217,33 +194,22 @@ def _in_child(kind: str, store: str, o: LoaderOptions, batch_size: int,
     return dict(out, memcap=memcap) if memcap else out
 
 
-def _in_ram(rep: dict, path: str, o: LoaderOptions, parts: set) -> None:
-    """The sampler and loader parts, features in RAM, into ``rep``."""
-    st, n = o.seed_type, o.batches
+def _in_ram(rep: dict, path: str, o: LoaderOptions) -> None:
+    """Ours and PyG's loader, features in RAM, into ``rep``."""
     with fs.open_store(path) as store:
-        homogeneous = len(store.node_types) == 1 and len(store.edge_types) == 1
-        seeds = seed_batches(store, o.batch_size, n + 2, ntype=st)
-        if "sampler" in parts:
-            log.info("our sampler")
-            rep["ours_sampler"] = sb.bench_ours(store, o.fanouts, seeds, n, 1, 2, o.seconds, st)
-        if "loader" in parts:
-            log.info("our loader (features in the page cache)")
-            if not o.on_store:
-                warm(store)
-            rep["ours_loader"] = bench_our_loader(store, o)
-        if not homogeneous:
+        log.info("our loader (features in the page cache)")
+        if not o.on_store:
+            warm(store)
+        rep["ours_loader"] = bench_our_loader(store, o)
+        if len(store.node_types) != 1 or len(store.edge_types) != 1:
             rep["pyg"] = {"skipped": "the PyG peer runs on homogeneous graphs only"}
         elif sb.pyg_missing():
             rep["pyg"] = {"skipped": sb.pyg_missing()}
         else:
-            data = sb.pyg_data(store, with_x="loader" in parts)
-            if "sampler" in parts:
-                log.info("PyG sampler")
-                rep["pyg_sampler"] = sb.bench_pyg(data, o.fanouts, seeds, n, 1, 2, o.seconds)
-            if "loader" in parts:
-                log.info("PyG NeighborLoader (features in RAM)")
-                rep["pyg_loader"] = bench_pyg_loader(data, np.array(store.split("train")), o,
-                                                     o.batch_size)
+            log.info("PyG NeighborLoader (features in RAM)")
+            data = sb.pyg_data(store)
+            rep["pyg_loader"] = bench_pyg_loader(data, np.array(store.split("train")), o,
+                                                 o.batch_size)
             del data
     gc.collect()
 
@@ -285,10 +251,10 @@ def run(o: LoaderOptions) -> dict:
             rep.update(store=o.on_store, nodes=sum(s0.num_nodes(t) for t in s0.node_types),
                        edges=sum(s0.num_edges(e) for e in s0.edge_types))
     p32 = None
-    if parts & {"sampler", "loader", "dgl"}:
+    if parts & {"loader", "dgl"}:
         p32 = o.on_store or synthetic_store(o.workdir, o.nodes, o.edges, "fp32x128")
-    if parts & {"sampler", "loader"}:
-        _in_ram(rep, p32, o, parts)
+    if "loader" in parts:
+        _in_ram(rep, p32, o)
     if "dgl" in parts:
         log.info("DGL peer")
         rep["dgl"] = run_dgl_peer(p32, o.fanouts, o.batch_size, ("sampler", "loader"),

@@ -25,7 +25,7 @@ def opt(default, help: str, **extra):
 
 def count(text: str) -> int:
     """``"100M"`` -> 100_000_000, ``"4e6"`` -> 4_000_000 (decimal suffixes K, M, G/B)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([KMGB]?)\s*", str(text), re.I)
+    m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?(?:e\d+)?)\s*([KMGB]?)\s*", str(text), re.I)
     if not m:
         raise argparse.ArgumentTypeError(f"Expected a count such as 400M or 4e6. Got {text!r}.")
     return int(float(m.group(1)) * _SUFFIX[m.group(2).upper()])
@@ -49,9 +49,9 @@ def add_options(p: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> 
         flag = f.metadata.get("flag") or "--" + f.name.replace("_", "-")
         kind = f.type.replace(" | None", "")
         shown = ",".join(map(str, f.default)) if isinstance(f.default, tuple) else f.default
-        kw = {"dest": f.name, "default": argparse.SUPPRESS,
-              "help": (f.metadata["help"] + ("" if f.default in (None, ()) else
-                                             f" (default: {shown})")).replace("%", "%%")}
+        quiet = f.default in (None, ()) or f.default is False
+        kw = {"dest": f.name, "default": argparse.SUPPRESS, "help": (f.metadata["help"] + (
+            "" if quiet else f" (default: {shown})")).replace("%", "%%")}
         if f.metadata.get("positional"):
             p.add_argument(f.name, nargs="?", default=argparse.SUPPRESS, help=kw["help"])
         elif kind == "bool":

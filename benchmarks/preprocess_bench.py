@@ -1,19 +1,12 @@
-"""Preprocessing throughput and memory: COO to CSC and feature chunking, out of core.
+"""``bench preprocess``: COO to CSC (against scipy) and feature chunking, out of core.
 
 Generates its inputs (streamed to disk, never held in RAM), runs each conversion in a child
 process (under ``memcap`` with ``--memcap SIZE``) and reports edges/s, GB/s and peak anonymous
-memory. With scipy (the default; ``--no-scipy`` skips it) the ``edges`` part also runs scipy's
-in-memory ``coo_matrix((data, (row, col))).tocsc()`` on the same edges, alternating with ours,
-and reports the ratios of the medians::
+memory; scipy's in-memory ``tocsc`` runs on the same edges, alternating with ours (its time
+excludes loading the arrays). ``--verify`` checks results against a scan of the inputs::
 
-    featurestore bench preprocess --edges 100M --nodes 10M --memory 640MiB
     featurestore bench preprocess --edges 400M --nodes 50M --memory 700MiB --memcap 1G --verify
-    featurestore bench preprocess --parts features --feature-rows 16M --memory 512MiB --memcap 1G
-
-Our side reads the edge list from a memory-mapped ``.npy`` and writes a store, so its time
-includes the input passes and the output; scipy's time covers the conversion of arrays
-already in memory (loading them is not timed), and its data array is one byte per edge (its
-smallest footprint). Both coalesce (scipy's ``tocsc`` sums duplicates) and sort neighbours.
+    featurestore bench preprocess --parts features --feature-rows 16M --memcap 1G --permute
 """
 
 from __future__ import annotations

@@ -29,27 +29,25 @@ def machine_line(m: dict) -> str:
 
 
 # -- device ----------------------------------------------------------------------------------
-def _device_rows(devices: dict) -> list[list]:
-    return [[where, f"{d['probe_file_bytes'] / 2**20:,.0f}" if "probe_file_bytes" in d else None,
-             d["tool"], f"{d['seq_read_GBps']:.2f}", f"{d['randread_4k_qd1_iops']:,.0f}",
-             f"{d['randread_4k_qd32_iops']:,.0f}",
-             f"{d['randread_4k_qd32_iops'] * 4096 / 1e9:.2f}"] for where, d in devices.items()]
-
-
 def _device_md(devices: dict) -> str:
     return md_table(["probed on", "probe file MiB", "tool", "sequential GB/s",
-                     "random 4 KiB IOPS, QD1",
-                     "random 4 KiB IOPS, QD32", "QD32 GB/s"], _device_rows(devices))
+                     "random 4 KiB IOPS, QD1", "random 4 KiB IOPS, QD32", "QD32 GB/s"],
+                    [[where, f"{d['probe_file_bytes'] / 2**20:,.0f}"
+                      if "probe_file_bytes" in d else None, d["tool"], f"{d['seq_read_GBps']:.2f}",
+                      f"{d['randread_4k_qd1_iops']:,.0f}", f"{d['randread_4k_qd32_iops']:,.0f}",
+                      f"{d['randread_4k_qd32_iops'] * 4096 / 1e9:.2f}"]
+                     for where, d in devices.items()])
 
 
 # -- gather ----------------------------------------------------------------------------------
-def _batch_rows(report: dict) -> list[dict]:
-    return [r for r in report["results"] if "sweep" not in r]
+def _sweep(report: dict, kind: str | None) -> list[dict]:
+    """The gather records of one sweep (``None``: the batch sweep)."""
+    return [r for r in report["results"] if r.get("sweep") == kind]
 
 
 def _gather_md(report: dict) -> str:
     rows = []
-    for r in _batch_rows(report):
+    for r in _sweep(report, None):
         share = r.get("share_of_device_limit")
         rows.append([r["layout"], f"{r['batch']:,}", f"{r['density']:.2%}", r["cache"],
                      r["method"], f"{r['seconds']:.4f}", fmt_rate(r["rows_per_s"]),
@@ -60,7 +58,7 @@ def _gather_md(report: dict) -> str:
     out = [md_table(["row layout", "batch (ids)", "density", "cache", "read path", "median s",
                      "rows/s", "GB/s", "featurestore speed-up", "device limit s (random 4 KiB, "
                      "QD32)", "share of device limit", "same pages sequential s"], rows)]
-    th = [r for r in report["results"] if r.get("sweep") == "io_threads"]
+    th = _sweep(report, "io_threads")
     if th:
         out.append("\nCold gathers by reads in flight (`io_threads`, pread path):\n")
         out.append(md_table(
@@ -72,7 +70,7 @@ def _gather_md(report: dict) -> str:
               f"{r['device_limit_s']:.4f}" if "device_limit_s" in r else None,
               f"{r['share_of_device_limit']:.0%}" if "share_of_device_limit" in r else None]
              for r in th]))
-    nb = [r for r in report["results"] if r.get("sweep") == "numba_threads"]
+    nb = _sweep(report, "numba_threads")
     if nb:
         out.append("\nWarm gathers (page cache, memory-map path) by numba threads:\n")
         out.append(md_table(["row layout", "batch", "numba threads", "median s", "rows/s", "GB/s"],
@@ -87,7 +85,7 @@ def _gather_md(report: dict) -> str:
 
 def _gather_plots(report: dict, outdir: str) -> list[str]:
     files = []
-    rows = _batch_rows(report)
+    rows = _sweep(report, None)
     layouts = list(dict.fromkeys(r["layout"] for r in rows))
     panels = []
     for lay in layouts:
@@ -114,7 +112,7 @@ def _gather_plots(report: dict, outdir: str) -> list[str]:
         files.append(plot_lines(os.path.join(outdir, "gather-batch.png"), panels,
                                 "batch size (ids per gather)", "rows gathered per second",
                                 "Row gather throughput against batch size (median of trials)"))
-    th = [r for r in report["results"] if r.get("sweep") == "io_threads"]
+    th = _sweep(report, "io_threads")
     if th:
         panels = []
         for lay in dict.fromkeys(r["layout"] for r in th):
@@ -180,8 +178,7 @@ def _sample_plots(report: dict, outdir: str) -> list[str]:
 
 
 # -- loader ----------------------------------------------------------------------------------
-LOADER_ROWS = [("ours_sampler", "ours: sampler alone"), ("pyg_sampler", "PyG: sampler alone"),
-               ("ours_loader", "ours: loader, features in RAM"),
+LOADER_ROWS = [("ours_loader", "ours: loader, features in RAM"),
                ("pyg_loader", "PyG NeighborLoader, features in RAM"),
                ("ooc_ours", "ours: loader, fp16x768 on disk under memcap"),
                ("ooc_pyg", "PyG NeighborLoader, fp16x768 in RAM")]
@@ -428,70 +425,58 @@ def plots(report: dict, outdir: str) -> list[str]:
 
 
 # -- peers -----------------------------------------------------------------------------------
+def _pair(workload: str, peer: str, ours: float, theirs: float, unit: str) -> dict:
+    return {"workload": workload, "peer": peer, "ours": ours, "theirs": theirs, "unit": unit,
+            "ratio": ours / theirs}
+
+
+def _gather_ratios(g: dict) -> list[dict]:
+    rows = _sweep(g, None)
+    # where every peer ran (zarr's batch), and the largest batch
+    keep = {r["batch"] for r in rows if r["method"] == "zarr oindex"}
+    keep |= {max((r["batch"] for r in rows), default=0)}
+    mine = {(x["cache"], x["batch"], x["layout"]): x["rows_per_s"] for x in rows
+            if x["method"] == "featurestore"}
+    return [_pair(f"gather {r['batch']:,} ids, {r['layout']}, {r['cache']}", r["method"],
+                  mine[r["cache"], r["batch"], r["layout"]], r["rows_per_s"], "rows/s")
+            for r in rows if r["method"] != "featurestore" and r["batch"] in keep]
+
+
+def _loader_ratios(rep: dict, sample: dict | None) -> list[dict]:
+    out, ram = [], "loader, features in RAM"
+    for a, b, what in (("ours_loader", "pyg_loader", ram),
+                       ("ooc_ours", "ooc_pyg",
+                        "loader, fp16x768 (ours on disk under memcap, peer in RAM)")):
+        ra, rb = rep.get(a) or {}, rep.get(b) or {}
+        if ra.get("batches_per_s") and rb.get("batches_per_s"):
+            out.append(_pair(what, "PyG NeighborLoader", ra["batches_per_s"], rb["batches_per_s"],
+                             "batches/s"))
+    ours = (rep.get("ours_loader") or {}).get("batches_per_s")
+    peers = [(r["peer"], r) for r in (sample or {}).get("results", []) if r.get("whole_loader")]
+    peers += [(f"DGL {r['mode']}", r) for r in (rep.get("dgl") or {}).get("results", [])
+              if r.get("mode") != "sampler"]
+    return out + [_pair(ram, name, ours, r["batches_per_s"], "batches/s")
+                  for name, r in peers if ours and r.get("batches_per_s")]
+
+
 def peer_ratios(reports: dict[str, dict]) -> list[dict]:
     """Ours against every peer measured in the same run: ``{workload, peer, ours, theirs,
     unit, ratio}`` with ratio > 1 when ours is faster."""
-    out = []
-    g = reports.get("gather")
-    if g:
-        rows = [r for r in g["results"] if "sweep" not in r]
-        # where every peer ran (zarr's batch), and the largest batch
-        keep = {r["batch"] for r in rows if r["method"] == "zarr oindex"}
-        keep |= {max((r["batch"] for r in rows), default=0)}
-        for r in rows:
-            if r["method"] == "featurestore" or r["batch"] not in keep:
-                continue
-            mine = next(x for x in rows
-                        if x["method"] == "featurestore" and x["cache"] == r["cache"]
-                        and x["batch"] == r["batch"] and x["layout"] == r["layout"])
-            out.append({"workload": f"gather {r['batch']:,} ids, {r['layout']}, {r['cache']}",
-                        "peer": r["method"], "ours": mine["rows_per_s"],
-                        "theirs": r["rows_per_s"], "unit": "rows/s",
-                        "ratio": mine["rows_per_s"] / r["rows_per_s"]})
+    out = _gather_ratios(reports["gather"]) if "gather" in reports else []
     s = reports.get("sample")
-    if s:
-        mine = next((r for r in s["results"] if r["peer"] == "featurestore"), None)
-        for r in s["results"]:
-            if r["peer"] == "featurestore" or mine is None or r.get("whole_loader"):
-                continue
+    mine = next((r for r in (s or {}).get("results", []) if r["peer"] == "featurestore"), None)
+    for r in (s or {}).get("results", []) if mine else []:
+        if r["peer"] != "featurestore" and not r.get("whole_loader"):
             out.append({"workload": "sampling alone", "peer": r.get("impl", r["peer"]),
                         "ours": mine["batches_per_s"], "theirs": r.get("batches_per_s"),
                         "unit": "batches/s", "ratio": r.get("ours_over_peer"),
                         "status": r.get("status")})
-    ld = reports.get("loader")
-    if ld:
-        rep = ld["results"]
-        pairs = [("ours_loader", "pyg_loader", "loader, features in RAM", "PyG NeighborLoader"),
-                 ("ooc_ours", "ooc_pyg",
-                  "loader, fp16x768 (ours on disk under memcap, peer in RAM)",
-                  "PyG NeighborLoader")]
-        for a, b, what, peer in pairs:
-            ra, rb = rep.get(a) or {}, rep.get(b) or {}
-            if ra.get("batches_per_s") and rb.get("batches_per_s"):
-                out.append({"workload": what, "peer": peer, "ours": ra["batches_per_s"],
-                            "theirs": rb["batches_per_s"], "unit": "batches/s",
-                            "ratio": ra["batches_per_s"] / rb["batches_per_s"]})
-        dgl = rep.get("dgl") or {}
-        ours = rep.get("ours_loader") or {}
-        for r in (reports.get("sample") or {}).get("results", []):
-            if r.get("whole_loader") and r.get("batches_per_s") and ours.get("batches_per_s"):
-                out.append({"workload": "loader, features in RAM", "peer": r["peer"],
-                            "ours": ours["batches_per_s"], "theirs": r["batches_per_s"],
-                            "unit": "batches/s",
-                            "ratio": ours["batches_per_s"] / r["batches_per_s"]})
-        for r in dgl.get("results", []):
-            if r.get("batches_per_s") and ours.get("batches_per_s") and r.get("mode") != "sampler":
-                out.append({"workload": "loader, features in RAM", "peer": f"DGL {r['mode']}",
-                            "ours": ours["batches_per_s"], "theirs": r["batches_per_s"],
-                            "unit": "batches/s",
-                            "ratio": ours["batches_per_s"] / r["batches_per_s"]})
-    p = reports.get("preprocess")
-    if p:
-        e = p["results"].get("edges") or {}
-        if e.get("scipy_edges_per_s") and e.get("ours_edges_per_s"):
-            out.append({"workload": f"COO -> CSC, {e['edges']:,} edges", "peer": "scipy tocsc",
-                        "ours": e["ours_edges_per_s"], "theirs": e["scipy_edges_per_s"],
-                        "unit": "edges/s", "ratio": e["ours_edges_per_s"] / e["scipy_edges_per_s"]})
+    if "loader" in reports:
+        out += _loader_ratios(reports["loader"]["results"], s)
+    e = (reports.get("preprocess") or {}).get("results", {}).get("edges") or {}
+    if e.get("scipy_edges_per_s") and e.get("ours_edges_per_s"):
+        out.append(_pair(f"COO -> CSC, {e['edges']:,} edges", "scipy tocsc",
+                         e["ours_edges_per_s"], e["scipy_edges_per_s"], "edges/s"))
     return out
 
 
@@ -506,7 +491,7 @@ def peer_table(ratios: list[dict]) -> str:
 def cold_vs_device_md(gather: dict) -> str:
     """One row per layout and batch: our warm and cold gathers, the device's limit for the same
     pages, the share reached, and the peers' cold times measured in the same run."""
-    rows = [r for r in gather["results"] if "sweep" not in r]
+    rows = _sweep(gather, None)
     out = []
     for lay in dict.fromkeys(r["layout"] for r in rows):
         for b in sorted({r["batch"] for r in rows if r["layout"] == lay}):

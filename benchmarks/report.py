@@ -52,26 +52,13 @@ def _fio_version() -> str | None:
         return None
 
 
-def _mem_total_gib() -> float | None:
+def _proc(path: str, prefix: str) -> str | None:
+    """The value of the first ``prefix`` line of a /proc file (None without one)."""
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return round(int(line.split()[1]) / 2**20, 1)
+        with open(path) as f:
+            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith(prefix)), None)
     except OSError:
-        pass
-    return None
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+        return None
 
 
 def machine_info(path: str | None = None) -> dict:
@@ -84,10 +71,13 @@ def machine_info(path: str | None = None) -> dict:
     """
     import featurestore as fs
 
+    mem = _proc("/proc/meminfo", "MemTotal:")
     info = {
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "host": platform.node(), "platform": platform.platform(), "cpu": _cpu_model(),
-        "cpus": os.cpu_count(), "mem_total_gib": _mem_total_gib(),
+        "host": platform.node(), "platform": platform.platform(),
+        "cpu": _proc("/proc/cpuinfo", "model name") or platform.processor(),
+        "cpus": os.cpu_count(),
+        "mem_total_gib": round(int(mem.split()[0]) / 2**20, 1) if mem else None,
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(), "featurestore": fs.__version__,
         "fio": _fio_version(),
@@ -122,12 +112,6 @@ class Timing:
         return float(np.percentile(self.times, 95))
 
 
-def _clock(fn, state) -> float:
-    t = time.perf_counter()
-    fn(state)
-    return time.perf_counter() - t
-
-
 def timed_trials(fn: Callable[[Any], object], trials: int, warmup: int = 1,
                  setup: Callable[[], Any] | None = None,
                  teardown: Callable[[Any], object] | None = None,
@@ -140,50 +124,48 @@ def timed_trials(fn: Callable[[Any], object], trials: int, warmup: int = 1,
     """
     if trials < 1:
         raise ValueError(f"Expected trials >= 1. Got {trials} instead.")
-    setup = setup or (lambda: None)
-    if not fresh:
-        st = setup()
-        try:
-            for _ in range(warmup):
-                fn(st)
-            return Timing(tuple(_clock(fn, st) for _ in range(trials)))
-        finally:
-            if teardown is not None:
+    setup, teardown = setup or (lambda: None), teardown or (lambda st: None)
+    st, times = (None if fresh else setup()), []
+    try:
+        for _ in range(warmup + trials):
+            if fresh:
+                if before is not None:
+                    before()
+                st = setup()
+            t = time.perf_counter()
+            fn(st)
+            times.append(time.perf_counter() - t)
+            if fresh:
                 teardown(st)
-    times = []
-    for _ in range(warmup + trials):
-        if before is not None:
-            before()
-        st = setup()
-        try:
-            times.append(_clock(fn, st))
-        finally:
-            if teardown is not None:
-                teardown(st)
-        del st
+                st = None
+    finally:
+        if not fresh:
+            teardown(st)
     return Timing(tuple(times[warmup:]))
 
 
-def timed_loop(step: Callable[[int], float | None], limit: int, seconds: float = math.inf,
-               warmup: int = 0) -> dict:
+def timed_loop(step: Callable[[int], tuple[int, int] | None], limit: int,
+               seconds: float = math.inf, warmup: int = 0) -> dict:
     """Call ``step(k)`` ``warmup`` times untimed, then up to ``limit`` times or ``seconds``.
 
-    ``step`` returns what the call produced (sampled edges) or ``None`` when the source is
-    exhausted. Returns the calls timed (``batches``), wall and CPU seconds and the sum of
-    what they returned (``total``).
+    ``step`` makes one batch and returns its ``(seeds, edges)``, or ``None`` when the source is
+    exhausted. Returns the batches timed, wall and CPU seconds, the seeds and edges, and the
+    rates.
     """
     for k in range(warmup):
         if step(k) is None:
             break
-    total, k, t0, c0 = 0.0, 0, time.perf_counter(), time.process_time()
+    seeds = edges = k = 0
+    t0, c0 = time.perf_counter(), time.process_time()
     while k < limit and time.perf_counter() - t0 < seconds:
         x = step(warmup + k)
         if x is None:
             break
-        total += x
-        k += 1
-    return {"batches": k, "seconds": time.perf_counter() - t0,
-            "cpu_seconds": time.process_time() - c0, "total": total}
+        seeds, edges, k = seeds + x[0], edges + x[1], k + 1
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"batches": k, "seconds": dt, "cpu_seconds": cpu, "seeds": seeds, "edges": edges,
+            "batches_per_s": k / dt, "seeds_per_s": seeds / dt, "edges_per_s": edges / dt,
+            "edges_per_batch": edges / max(k, 1), "cpu_ms_per_batch": 1e3 * cpu / max(k, 1)}
 
 
 def has(mod: str) -> bool:
@@ -235,12 +217,6 @@ def _jsonable(o):
 
 
 # -- charts ----------------------------------------------------------------------------------
-def _null_locator():
-    from matplotlib.ticker import NullLocator
-
-    return NullLocator()
-
-
 class MissingDependencyError(FeatureStoreError, ImportError):
     """An optional package a benchmark needs is not installed."""
 
@@ -259,6 +235,13 @@ def _plt():
     return plt
 
 
+def _save(plt, fig, path: str) -> str:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_lines(path: str, panels: Sequence[dict], xlabel: str, ylabel: str, title: str,
                logx: bool = True, logy: bool = True, data_xticks: bool = True) -> str:
     """One chart with a panel per entry of ``panels``.
@@ -268,6 +251,8 @@ def plot_lines(path: str, panels: Sequence[dict], xlabel: str, ylabel: str, titl
     at the data's x values (``1k``, ``30k``) instead of powers of ten.
     """
     plt = _plt()
+    from matplotlib.ticker import NullLocator
+
     n = max(1, len(panels))
     fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 4.6), squeeze=False)
     for ax, panel in zip(axes[0], panels):
@@ -283,7 +268,7 @@ def plot_lines(path: str, panels: Sequence[dict], xlabel: str, ylabel: str, titl
                          for x in s["x"]})
             if xs:
                 ax.set_xticks(xs, [fmt_rate(x) for x in xs])
-                ax.xaxis.set_minor_locator(_null_locator())
+                ax.xaxis.set_minor_locator(NullLocator())
         if logy:
             ax.set_yscale("log")
         ax.set_title(panel["title"], fontsize=10)
@@ -292,10 +277,7 @@ def plot_lines(path: str, panels: Sequence[dict], xlabel: str, ylabel: str, titl
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="best", framealpha=0.85)
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_bars(path: str, labels: Sequence[str], groups: dict[str, Sequence[float | None]],
@@ -321,10 +303,7 @@ def plot_bars(path: str, labels: Sequence[str], groups: dict[str, Sequence[float
     ax.grid(True, axis="y", alpha=0.3)
     if k > 1:
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_stacked(path: str, labels: Sequence[str], stages: dict[str, Sequence[float]],
@@ -346,7 +325,4 @@ def plot_stacked(path: str, labels: Sequence[str], stages: dict[str, Sequence[fl
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="stage",
               title_fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)

@@ -1,21 +1,12 @@
-"""Neighbour sampling alone: our numba sampler against PyG's and DGL's on the same graph.
+"""``bench sample``: our numba sampler against PyG's and DGL's on the same graph.
 
-Seeds/s, sampled edges/s and batches/s of ``loaders.NeighborSampler`` over the store's
-memory-mapped CSC, of PyG's ``torch_geometric.sampler.NeighborSampler`` (torch-sparse or
-pyg-lib, whichever is installed) over the same edges, and of DGL's ``NeighborSampler`` (by
-``benchmarks/peers/dgl_peer.py`` in ``.venv-dgl``, when that environment exists; GraphBolt's
-sample-and-fetch pipeline is timed in the same DGL process, as a loader peer). Each trial
-samples ``batches`` batches of ``batch_size`` seeds drawn from the store's ``train`` split
-(fanouts per hop from the seeds); medians over trials, after untimed warm-up batches. Peers that
-are not installed are reported as such, not as failures.
-
-The per-batch stage times (sampling, then gathering the sampled nodes' feature rows from the
-page cache) give the "time per pipeline stage" chart: ours through ``Store.features().gather``,
-PyG's through ``x[n_id]`` on a tensor in RAM.
-
-DGL counts edges differently: it draws fresh neighbours for every node at every layer, while
-PyG-style samplers (ours, PyG's) expand each node once, so DGL's batches hold more edges for the
-same fanouts. Compare batches/s and seeds/s across all three, sampled edges/s with care.
+Batches/s, seeds/s and sampled edges/s of ``loaders.NeighborSampler`` over the store's CSC, of
+PyG's ``NeighborSampler`` (torch-sparse or pyg-lib) over the same edges and of DGL's (by
+``benchmarks/peers/dgl_peer.py`` in ``.venv-dgl``, with GraphBolt's pipeline as a loader peer):
+trials of batches of the ``train`` split after untimed warm-up; a peer not installed is a row
+saying so. The per-batch stage times (sample, then gather the sampled rows: ours from the store,
+PyG's from a tensor in RAM) feed the stage chart. DGL draws fresh neighbours at every layer, so
+its batches hold more edges: compare batches/s (docs/benchmarks.md, Caveats).
 """
 
 from __future__ import annotations
@@ -50,7 +41,9 @@ class SampleOptions:
     """What ``bench sample`` measures."""
 
     workdir: str = opt("bench-data", "where the synthetic graph is made")
-    store: str | None = opt(None, "a homogeneous store (default: a synthetic power-law graph)")
+    store: str | None = opt(None, "a store (default: a synthetic power-law graph); the peers "
+                            "run on homogeneous ones")
+    seed_type: str | None = opt(None, "node type of the seeds in a heterogeneous --store")
     nodes: int = opt(1_110_000, "nodes of the synthetic graph")
     edges: int = opt(16_650_000, "edges of the synthetic graph")
     fanouts: tuple[int, ...] = opt((15, 10, 5), "per hop from the seeds")
@@ -80,15 +73,10 @@ def measure(sample, gather, batches: list[np.ndarray], n: int, trials: int, warm
         s0 = time.perf_counter()
         e, _ = sample(k, batches[k % len(batches)])
         stage_sample.append(time.perf_counter() - s0)
-        return e
+        return batches[k % len(batches)].shape[0], e
 
-    per_trial = []
-    for i in range(trials):
-        lp = timed_loop(step, n, seconds, warmup=warmup if i == 0 else 0)
-        dt, k, seeds = lp["seconds"], lp["batches"], lp["batches"] * batches[0].shape[0]
-        per_trial.append({"seconds": dt, "batches": k, "seeds": seeds, "edges": lp["total"],
-                          "cpu_seconds": lp["cpu_seconds"], "batches_per_s": k / dt,
-                          "seeds_per_s": seeds / dt, "edges_per_s": lp["total"] / dt})
+    per_trial = [timed_loop(step, n, seconds, warmup=warmup if i == 0 else 0)
+                 for i in range(trials)]
     stage_gather = []
     for j in range(warmup, warmup + min(n, 20) if gather is not None else 0):
         _, nodes = sample(j, batches[j % len(batches)])
@@ -101,8 +89,7 @@ def measure(sample, gather, batches: list[np.ndarray], n: int, trials: int, warm
     if stage_gather:
         stages["gather features"] = 1e3 * statistics.median(stage_gather)
     return {**med, "batches": per_trial[-1]["batches"],
-            "edges_per_batch": statistics.median(t["edges"] / max(1, t["batches"])
-                                                 for t in per_trial),
+            "edges_per_batch": statistics.median(t["edges_per_batch"] for t in per_trial),
             "trials": per_trial, "stage_ms": stages}
 
 
@@ -204,16 +191,18 @@ def run(o: SampleOptions) -> dict:
     path = o.store or synthetic_store(o.workdir, o.nodes, o.edges)
     peers = o.peers.split(",")
     with fs.open_store(path) as store:
-        if len(store.node_types) != 1 or len(store.edge_types) != 1:
-            raise fs.FeatureStoreError(
-                f"Expected a homogeneous store (one node type, one edge type) at {path}. "
-                f"Got {store.node_types} / {store.edge_types} instead.")
-        seeds = seed_batches(store, o.batch_size, o.warmup + o.batches * o.trials)
+        hetero = len(store.node_types) != 1 or len(store.edge_types) != 1
+        seeds = seed_batches(store, o.batch_size, o.warmup + o.batches * o.trials,
+                             ntype=o.seed_type)
         args = (o.fanouts, seeds, o.batches, o.trials, o.warmup)
         results = []
         if "featurestore" in peers:
             log.info("sample: ours")
-            results.append(bench_ours(store, *args))
+            results.append(bench_ours(store, *args, ntype=o.seed_type))
+        if hetero:  # the peers' samplers here take one node and edge type
+            peers = [p for p in peers if p == "featurestore"]
+            results.append({"peer": "pyg, dgl", "status": "skipped",
+                            "why": "the peers run on homogeneous graphs only"})
         if "pyg" in peers and pyg_missing():
             results.append({"peer": "pyg", "status": "not installed", "why": pyg_missing()})
         elif "pyg" in peers:
@@ -223,8 +212,10 @@ def run(o: SampleOptions) -> dict:
             setup = time.perf_counter() - t
             results.append(dict(bench_pyg(data, *args), setup_s=setup))
             del data
-        opts = {"store": os.path.abspath(path), "num_nodes": store.num_nodes(),
-                "num_edges": store.num_edges(), "fanouts": list(o.fanouts),
+        opts = {"store": os.path.abspath(path), "seed_type": o.seed_type,
+                "num_nodes": sum(store.num_nodes(t) for t in store.node_types),
+                "num_edges": sum(store.num_edges(e) for e in store.edge_types),
+                "fanouts": list(o.fanouts),
                 "batch_size": o.batch_size, "batches_per_trial": o.batches, "trials": o.trials,
                 "warmup_batches": o.warmup}
     if "dgl" in peers:

@@ -47,39 +47,53 @@ import resource
 import sys
 import time
 import warnings
+from dataclasses import dataclass
+
+from benchmarks.options import add_options, given, opt
 
 log = logging.getLogger("dgl_peer")
 
 MODES = ("sampler", "loader", "graphbolt", "graphbolt-mmap", "ours-dgl")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+@dataclass(frozen=True)
+class PeerOptions:
+    """What the DGL peer measures; its fields are the command line's flags."""
+
+    store: str = ""
+    fanouts: tuple[int, ...] = opt((15, 10, 5), "per hop from the seeds (PyG's order)")
+    dgl_order: bool = opt(False, "pass --fanouts to DGL unchanged (DGL lists fanouts from "
+                          "the input layer)")
+    batch_size: int = opt(1024, "seeds per batch")
+    seeds: str = opt("train", "a split of the store, or frac:F for a random share F of the nodes")
+    seeds_npy: str | None = opt(None, "a .npy file of seed ids (overrides --seeds)")
+    feature: str = opt("feat", "the feature array")
+    modes: str = opt(",".join(MODES), f"comma-separated among {MODES}")
+    batches: int = opt(50, "timed batches per mode (at most)")
+    seconds: float = opt(30.0, "stop a mode after this long")
+    warmup: int = opt(2, "untimed batches first")
+    num_workers: int = opt(0, "DataLoader worker processes")
+    threads: int | None = opt(None, "torch/OpenMP threads")
+    seed: int = opt(0, "seed of the shuffles")
+    verbose: bool = opt(False, "debug logging")
+
+    @property
+    def mode_list(self) -> list[str]:
+        """The modes to run, in order."""
+        return [m.strip() for m in self.modes.split(",") if m.strip()]
+
+
+def parse_args(argv=None) -> PeerOptions:
+    """The options of the command line ``STORE [--flags]``."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("store", help="path of a homogeneous feature store")
-    p.add_argument("--fanouts", default="15,10,5", help="per hop from the seeds (PyG's order)")
-    p.add_argument("--dgl-order", action="store_true",
-                   help="pass --fanouts to DGL unchanged (DGL lists fanouts from the input layer)")
-    p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--seeds", default="train",
-                   help="a split of the store, or frac:F for a random share F of the nodes")
-    p.add_argument("--seeds-npy", help="a .npy file of seed ids (overrides --seeds)")
-    p.add_argument("--feature", default="feat")
-    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated among {MODES}")
-    p.add_argument("--batches", type=int, default=50, help="timed batches per mode (at most)")
-    p.add_argument("--seconds", type=float, default=30.0, help="stop a mode after this long")
-    p.add_argument("--warmup", type=int, default=2, help="untimed batches first")
-    p.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes")
-    p.add_argument("--threads", type=int, default=None, help="torch/OpenMP threads")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("-v", "--verbose", action="store_true")
-    args = p.parse_args(argv)
-    args.fanouts = [int(f) for f in args.fanouts.split(",")]
-    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in args.modes if m not in MODES]
+    add_options(p, PeerOptions)
+    ns = p.parse_args(argv)
+    o = PeerOptions(**given(ns, PeerOptions))
+    bad = [m for m in o.mode_list if m not in MODES]
     if bad:
         p.error(f"unknown modes {bad}; expected among {MODES}")
-    return args
+    return o
 
 
 def dgl_fanouts(args) -> list[int]:
@@ -109,26 +123,21 @@ def _timed(name: str, batches, args, count_edges, seeds_per_batch) -> dict:
     """Consume ``batches`` (an iterator); time ``args.batches`` of them after the warm-up."""
     from benchmarks.report import timed_loop
 
-    it, seeds = iter(batches), [0]
+    it = iter(batches)
 
-    def step(k):
+    def step(_):
         item = next(it, None)
-        if item is None:
-            return None
-        if k >= args.warmup:
-            seeds[0] += seeds_per_batch(item)
-        return count_edges(item)
+        return None if item is None else (seeds_per_batch(item), count_edges(item))
 
     lp = timed_loop(step, args.batches, args.seconds, args.warmup)
-    n, dt, edges = lp["batches"], lp["seconds"], lp["total"]
-    res = {"mode": name, "batches": n, "seconds": round(dt, 4),
-           "cpu_seconds": round(lp["cpu_seconds"], 4),  # this process's CPU time (not its
-           # workers'): on a loaded machine, wall time overstates the cost; cpu / batch does not
-           "batches_per_s": n / dt if dt else None, "seeds_per_s": seeds[0] / dt if dt else None,
-           "sampled_edges_per_batch": edges / n if n else None,
-           "sampled_edges_per_s": edges / dt if dt else None, "peak_rss_mib": round(_rss_mib(), 1)}
-    log.info("%s: %d batches in %.2f s: %.2f batches/s, %.3g sampled edges/s", name, n, dt,
-             res["batches_per_s"] or 0, res["sampled_edges_per_s"] or 0)
+    # cpu_seconds: this process's CPU time (not its workers'); on a loaded machine wall time
+    # overstates the cost, CPU time per batch does not
+    res = {"mode": name, **{k: lp[k] for k in ("batches", "seconds", "cpu_seconds",
+                                               "batches_per_s", "seeds_per_s")},
+           "sampled_edges_per_batch": lp["edges_per_batch"] if lp["batches"] else None,
+           "sampled_edges_per_s": lp["edges_per_s"], "peak_rss_mib": round(_rss_mib(), 1)}
+    log.info("%s: %d batches in %.2f s: %.2f batches/s, %.3g sampled edges/s", name,
+             lp["batches"], lp["seconds"], lp["batches_per_s"], lp["edges_per_s"])
     return res
 
 
@@ -195,7 +204,7 @@ def _ours_dgl(ctx) -> dict:
     from loaders import NeighborLoader
 
     args = ctx["args"]
-    ld = NeighborLoader(ctx["store"], args.fanouts, (ctx["ntype"], ctx["seeds"].numpy()),
+    ld = NeighborLoader(ctx["store"], list(args.fanouts), (ctx["ntype"], ctx["seeds"].numpy()),
                         fanout_order="pyg", batch_size=args.batch_size, shuffle=True,
                         output="dgl", device="cpu", seed=args.seed, feature=args.feature,
                         num_threads=args.threads)
@@ -220,7 +229,7 @@ def _context(args, store) -> dict:
         "versions": {"dgl": dgl.__version__, "torch": torch.__version__, "numpy": np.__version__,
                      "python": platform.python_version()},
         "threads": torch.get_num_threads(), "num_workers": args.num_workers,
-        "fanouts_hop_order": args.fanouts, "dgl_fanouts": ctx["dgl_fan"],
+        "fanouts_hop_order": list(args.fanouts), "dgl_fanouts": ctx["dgl_fan"],
         "batch_size": args.batch_size, "num_seeds": int(ctx["seeds"].numel()),
         "num_nodes": store.num_nodes(ntype), "num_edges": store.num_edges(etype),
         "feature": {"name": args.feature, "dtype": str(ctx["feats"].dtype),
@@ -232,7 +241,7 @@ def _context(args, store) -> dict:
     ctx["indices"] = torch.from_numpy(np.asarray(indices_np, dtype=np.int64))
     report["setup"]["read_csc_s"] = round(time.perf_counter() - t, 3)
     report["setup"]["peak_rss_mib_after_csc"] = round(_rss_mib(), 1)
-    if any(m in ("sampler", "loader") for m in args.modes):
+    if any(m in ("sampler", "loader") for m in args.mode_list):
         t = time.perf_counter()
         ctx["g"] = dgl.graph(("csc", (ctx["indptr"], ctx["indices"],
                                       torch.empty(0, dtype=torch.int64))),
@@ -242,7 +251,7 @@ def _context(args, store) -> dict:
 
 
 def run(args) -> dict:
-    """Every mode of ``args.modes`` on ``args.store``; the peer's report."""
+    """Every mode of ``args.mode_list`` on ``args.store``; the peer's report."""
     import torch
 
     import dgl  # noqa: F401  (before featurestore, as DGL's environment expects)
@@ -253,7 +262,7 @@ def run(args) -> dict:
     modes = {"sampler": _sampler, "loader": _loader, "ours-dgl": _ours_dgl}
     with fs.open_store(args.store) as store:
         ctx = _context(args, store)
-        for mode in args.modes:
+        for mode in args.mode_list:
             try:
                 res = modes.get(mode, lambda c, m=mode: _graphbolt(m, c))(ctx)
             except Exception as e:  # noqa: BLE001  (one failing mode must not hide the others)

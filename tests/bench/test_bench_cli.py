@@ -148,12 +148,11 @@ def test_sample_ours_and_pyg(graph_store, tmp_path, monkeypatch):
     assert _is_png(out / "sample-throughput.png") and _is_png(out / "sample-stages.png")
 
 
-def test_sample_refuses_heterogeneous(feat_store, tmp_path):
+def test_sample_needs_a_graph(feat_store, tmp_path):
     assert cli_main(["bench", "sample", "--store", feat_store, "--out", str(tmp_path)]) == 2
 
 
 def test_loader_small(tmp_path):
-    pytest.importorskip("benchmarks.loader_bench")
     out = tmp_path / "out"
     assert cli_main(["bench", "loader", "--workdir", str(tmp_path / "w"), "--nodes", "4000",
                      "--edges", "20000", "--batch-size", "64", "--batches", "2", "--seconds", "5",
@@ -220,9 +219,9 @@ def test_all_reports_a_failing_part(tmp_path, monkeypatch):
     assert "## Device limits: failed" in (out / "report.md").read_text()
 
 
-def test_loader_on_a_users_heterogeneous_store(tmp_path):
-    """``bench loader --on-store`` measures our sampler and loader on any store; peers skip."""
-    pytest.importorskip("benchmarks.loader_bench")
+def test_loader_and_sampler_on_a_users_heterogeneous_store(tmp_path):
+    """``bench loader --on-store`` and ``bench sample --store`` measure ours on any store;
+    the peers (homogeneous only) are skipped."""
     from loaders.synthetic import mag_like_store
 
     path = str(tmp_path / "mag")
@@ -230,7 +229,13 @@ def test_loader_on_a_users_heterogeneous_store(tmp_path):
     out = tmp_path / "out"
     assert cli_main(["bench", "loader", "--on-store", path, "--seed-type", "paper",
                      "--fanouts", "5,3", "--batch-size", "64", "--batches", "2", "--seconds", "5",
-                     "--parts", "sampler,loader", "--out", str(out)]) == 0
+                     "--parts", "loader,dgl,ooc", "--out", str(out)]) == 0
     rep = _json(out / "loader.json")["results"]
     assert rep["store"] == path and rep["ours_loader"]["batches"] == 2
-    assert rep["ours_sampler"]["batches"] >= 1 and "skipped" in rep["pyg"]
+    assert "skipped" in rep["pyg"] and "dgl" not in rep and "ooc_ours" not in rep
+    assert cli_main(["bench", "sample", "--store", path, "--seed-type", "paper", "--fanouts",
+                     "5,3", "--batch-size", "64", "--batches", "2", "--trials", "1",
+                     "--out", str(out)]) == 0
+    by = {r["peer"]: r for r in _json(out / "sample.json")["results"]}
+    assert by["featurestore"]["trials"][0]["seeds"] == 2 * 64
+    assert by["pyg, dgl"]["status"] == "skipped"

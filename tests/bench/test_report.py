@@ -39,10 +39,13 @@ def test_timed_trials_fresh_state_per_trial():
 
 def test_timed_loop_stops_at_limit_or_exhaustion():
     it = iter(range(10))
-    lp = timed_loop(lambda k: next(it, None), limit=100, warmup=2)
-    assert lp["batches"] == 8 and lp["total"] == sum(range(2, 10))  # warm-up not counted
-    lp = timed_loop(lambda k: 1, limit=5)
-    assert lp["batches"] == 5 and lp["total"] == 5 and lp["seconds"] >= 0
+    lp = timed_loop(lambda k: (lambda x: None if x is None else (2, x))(next(it, None)),
+                    limit=100, warmup=2)
+    assert lp["batches"] == 8 and lp["edges"] == sum(range(2, 10))  # warm-up not counted
+    assert lp["seeds"] == 16 and lp["edges_per_batch"] == lp["edges"] / 8
+    assert lp["seeds_per_s"] == pytest.approx(16 / lp["seconds"])
+    lp = timed_loop(lambda k: (1, 3), limit=5)
+    assert lp["batches"] == 5 and lp["edges"] == 15 and lp["batches_per_s"] == 5 / lp["seconds"]
 
 
 @pytest.mark.parametrize("x, want", [(999, "999"), (1234, "1.23k"), (2.5e6, "2.5M"),

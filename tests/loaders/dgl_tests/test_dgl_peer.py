@@ -47,6 +47,7 @@ def test_fanouts_are_reversed_for_dgl_unless_asked():
 
     spec = importlib.util.spec_from_file_location("dgl_peer", SCRIPT)
     peer = importlib.util.module_from_spec(spec)
+    sys.modules["dgl_peer"] = peer  # its option dataclass resolves its module by name
     spec.loader.exec_module(peer)
     # ours/PyG: 15 neighbours per seed first; DGL lists fanouts from the input layer
     assert peer.dgl_fanouts(peer.parse_args(["s", "--fanouts", "15,10,5"])) == [5, 10, 15]
