@@ -43,3 +43,19 @@ def test_train_dgl_example(kind, tmp_path):
     assert len(m["epochs"]) == 2 and m["epochs"][-1]["seeds_per_s"] > 0
     # a smoke test, not the accuracy test (test_dgl_train.py): just clearly above chance
     assert m["valid"]["acc"] > chance + 0.1
+
+
+def test_train_dgl_rgat_example(tmp_path):
+    """examples/train_dgl_rgat.py: an RGAT on blocks with edata["etype"] learns above chance."""
+    from loaders.synthetic import mag_like_store
+
+    store = mag_like_store(tmp_path / "s", num_papers=1500, num_authors=800, num_institutions=10,
+                           feat_dim=8, num_classes=3, seed=2, derive_features=True)
+    spec = importlib.util.spec_from_file_location("train_dgl_rgat_example",
+                                                  EXAMPLE.parent / "train_dgl_rgat.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    r = mod.main(["--store", store, "--epochs", "3", "--max-batches", "3", "--batch-size", "128",
+                  "--hidden", "16", "--lr", "0.02", "--fanouts", "2,4"])
+    assert r["epoch"] == 2 and r["train"]["seeds"] == 3 * 128
+    assert r["valid"]["acc"] > 0.4  # chance: 1/3
