@@ -270,10 +270,13 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
                 edges_per_batch: int, num_nodes: dict[str, int], batches_in_flight: int = 2,
                 subgraphs_in_flight: int = 4, io_threads: int = 32, scratch_bytes: int = 0,
                 topology: str | None = None, cache: str | None = "presample",
-                sampled_batches: int = 0) -> LoaderPlan:
+                sampled_batches: int = 0,
+                batch_row_bytes: dict[str, int] | None = None) -> LoaderPlan:
     """Spend ``budget`` bytes (see the module doc). All arithmetic is here, on plain numbers:
 
-    * batch bytes = sum over types of ``ceil(ROWS_HEADROOM * batch_rows[t]) * row_bytes[t]``;
+    * batch bytes = sum over types of ``ceil(ROWS_HEADROOM * batch_rows[t]) * row_bytes[t]``,
+      ``row_bytes`` being ``batch_row_bytes`` when batches hold another dtype than the store
+      (the loader's ``dtype=``: an fp16 store's rows are twice as wide in an fp32 batch);
     * sampler = ``subgraphs_in_flight * (edges * 40 + rows * 8)`` (sampled edges as
       ``row, col, edge`` int64 plus the PyG/DGL edge tensors; node ids) plus the sampling
       thread's dense id maps (``4 * num_nodes`` per type);
@@ -285,7 +288,8 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
       types in proportion to their batch bytes.
     """
     batch_rows = {t: int(math.ceil(ROWS_HEADROOM * n)) for t, n in batch_rows.items()}
-    batch_bytes = sum(n * feature_row_bytes[t] for t, n in batch_rows.items())
+    brb = batch_row_bytes or feature_row_bytes
+    batch_bytes = sum(n * brb[t] for t, n in batch_rows.items())
     rows_total = sum(batch_rows.values())
     sampler = (subgraphs_in_flight * (edges_per_batch * 40 + rows_total * 8)
                + 4 * sum(num_nodes.values()))

@@ -525,7 +525,10 @@ class NeighborLoader:
         casts = any(c is not None for c in self._cast.values())
         scratch += 2 * staging_bytes if cuda else (staging_bytes if casts else 0)
         in_flight = 0 if cuda else self._in_flight
+        out_rb = {t: int(np.prod(f.shape[1:], dtype=np.int64)) * self.feature_dtypes[t].itemsize
+                  for t, f in self.features.items()}  # batch rows, in the dtype= they get
         common = dict(budget=budget, budget_source=source, feature_row_bytes=rb,
+                      batch_row_bytes=out_rb,
                       feature_rows=nrows, topology_bytes=topo_bytes, num_nodes=dict(g.num_nodes),
                       batches_in_flight=in_flight, subgraphs_in_flight=self.prefetch + 3,
                       io_threads=io, scratch_bytes=scratch, topology=topology, cache=policy)

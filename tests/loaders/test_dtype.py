@@ -107,3 +107,11 @@ def test_feature_cache_casts_large_batches(hetero_store):
         np.testing.assert_array_equal(out, F[ids].astype(np.float32))
     assert c.stats.hits > 0 and c.stats.misses > 0
     c.close()
+
+
+def test_the_memory_plan_counts_batches_in_the_cast_dtype(hetero_store):
+    """fp16 rows cast to fp32 take twice the batch buffer memory; the cache's rows stay fp16."""
+    kw = {**_loader_kw(), "memory": 1, "cache": None}
+    a = NeighborLoader(hetero_store, **{**kw, "dtype": None}).plan
+    b = NeighborLoader(hetero_store, **kw).plan
+    assert b.batch_bytes == 2 * a.batch_bytes and b.feature_bytes == a.feature_bytes
