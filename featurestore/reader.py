@@ -23,6 +23,7 @@ from .errors import (ClosedStoreError, CorruptStoreError, FeatureStoreError,
                      UnknownSplitError, UnsafePathError)
 from .format import EdgeType
 from .rows import LocalRows, RowReader, ZarrRows
+from .rows.ranges import RangeRows, pooled_filesystem
 from .rows.local import READ_PATHS
 from .schema import ArraySpec, EdgeTypeSchema, StoreSchema, check_array_meta
 from .validate import check_ids, check_out
@@ -46,7 +47,8 @@ def open_store(url: str | os.PathLike, *, storage_options: dict | None = None,
         ``pread``), ``"mmap"`` or ``"pread"``; local uncompressed arrays only.
     io_threads
         Reads in flight on the ``pread`` path (the device serves ~8x more random reads at
-        queue depth 32 than at 1).
+        queue depth 32 than at 1), and byte-range requests in flight of a remote store (its
+        S3 connection pool is made as large).
     cache_bytes
         Bound of the decoded-chunk cache of each compressed or remote feature array.
     allow_incomplete
@@ -598,6 +600,8 @@ class Store:
         if self.loc.is_local and layout is not None:
             path = self._confined(key, self.loc.path(f"{key}/{layout.chunk_key()}"))
             return LocalRows(path, layout, io_threads=self.io_threads)
+        if layout is not None:  # remote v1: rows are byte ranges of the shard file
+            return self._range_rows(key, layout)
         if spec.compressed or layout is None:
             self._check_chunks_present(key, json.loads(raw))
         import zarr
@@ -610,6 +614,24 @@ class Store:
             raise CorruptStoreError(f"zarr cannot open array {key} of {self.url} ({file}): "
                                     f"{type(e).__name__}: {e}") from e
         return ZarrRows(z, cache_bytes=self.cache_bytes, name=f"{self.url}/{key}")
+
+    def _range_rows(self, key: str, layout) -> RangeRows:
+        """A remote v1 array's reader: its own pooled client, remade after ``fork``."""
+        n, url, opts = self.io_threads, self.url, self._args["storage_options"]
+
+        def reopen():
+            return pooled_filesystem(Location(url, opts).fs, n)
+
+        try:
+            return RangeRows(pooled_filesystem(self.loc.fs, n),
+                             self.loc.path(f"{key}/{layout.chunk_key()}"), layout,
+                             concurrency=n, reopen=reopen)
+        except (FeatureStoreError, FileNotFoundError):
+            raise
+        except Exception as e:  # noqa: BLE001 - the size request's transport errors, named
+            if not _is_transport_error(e):
+                raise
+            raise remote_error(e, self.url, key) from e
 
     def _check_chunks_present(self, key: str, meta: dict) -> None:
         """Every chunk (shard) file of a zarr-read array exists: zarr reads a missing one as

@@ -103,12 +103,17 @@ class RowReaderTests:
     cache_bytes
         Bound of a decoded-chunk cache the factory should pass on (small, so that the LRU
         test evicts).
+    batch
+        Ids per gather of the random-id tests.
     """
 
     rows = 5000
     dim = 24
     dtype = np.dtype(np.float32)
     cache_bytes = 64 << 10
+    #: ids per gather of the random-id tests (16 of them at once in the thread test): fewer
+    #: for a slow test server
+    batch = 400
 
     def make_reader(self, array: np.ndarray) -> RowReader:
         """Return a reader of ``array`` (``self.tmp_path`` is a fresh directory)."""
@@ -157,12 +162,13 @@ class RowReaderTests:
         r, a = case
         rng = np.random.default_rng(3)
         n = a.shape[0]
-        ids = {"random": rng.integers(0, n, 700),
+        k = self.batch
+        ids = {"random": rng.integers(0, n, 2 * k),
                "repeated": np.repeat(rng.integers(0, n, 50), 3)[::-1].copy(),
-               "sorted": np.sort(rng.choice(n, 400, replace=False)),
+               "sorted": np.sort(rng.choice(n, k, replace=False)),
                "one": np.array([n - 1]),
                "all": rng.permutation(n),
-               "int32": rng.integers(0, n, 300).astype(np.int32)}[kind]
+               "int32": rng.integers(0, n, k).astype(np.int32)}[kind]
         np.testing.assert_array_equal(self._gather(r, ids), a[ids])
 
     def test_empty_gather(self, case):
@@ -202,7 +208,7 @@ class RowReaderTests:
     def test_gathers_after_fork(self, case):
         """A forked child gathers and slices (its own threads, connections)."""
         r, a = case
-        ids = np.random.default_rng(8).integers(0, a.shape[0], 500)
+        ids = np.random.default_rng(8).integers(0, a.shape[0], self.batch)
         np.testing.assert_array_equal(self._gather(r, ids), a[ids])  # threads, caches warm
         ctx = multiprocessing.get_context("fork")
         q = ctx.Queue()
@@ -220,7 +226,7 @@ class RowReaderTests:
         """Gathers from 8 threads at once each equal NumPy."""
         r, a = case
         rng = np.random.default_rng(9)
-        batches = [rng.integers(0, a.shape[0], 400) for _ in range(16)]
+        batches = [rng.integers(0, a.shape[0], self.batch) for _ in range(16)]
         with ThreadPoolExecutor(8) as pool:
             outs = list(pool.map(lambda ids: self._gather(r, ids), batches))
         for ids, out in zip(batches, outs):
@@ -245,6 +251,7 @@ class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
     """Static files with single HTTP byte ranges (``bytes=a-b``, ``bytes=a-``, ``bytes=-n``)."""
 
     protocol_version = "HTTP/1.1"  # keep-alive: one connection serves many ranges
+    disable_nagle_algorithm = True  # headers and body in two sends: no 40 ms delayed ACK
 
     def log_message(self, *args):
         """Log nothing (one line per request otherwise)."""
@@ -272,6 +279,10 @@ class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
         return io.BytesIO(data)
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 256  # the default backlog of 5 drops concurrent connects (1 s retry)
+
+
 def serve_http(directory) -> tuple[str, Any]:
     """Serve ``directory`` read-only on 127.0.0.1 (a free port) with byte ranges.
 
@@ -283,7 +294,7 @@ def serve_http(directory) -> tuple[str, Any]:
         Stops the server.
     """
     handler = functools.partial(RangeRequestHandler, directory=os.fspath(directory))
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv = _Server(("127.0.0.1", 0), handler)
     srv.daemon_threads = True
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
