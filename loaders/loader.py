@@ -33,6 +33,7 @@ from featurestore.errors import UnknownFeatureError
 from . import _compat
 from ._buffers import BufferPool, StagingRing
 from ._cast import cast_rows, resolve_dtype
+from .relational import NTYPE
 from .budget import (LoaderPlan, available_memory, limit_allocator_slack, parse_size,
                      plan_loader, resident_indptr_dtype)
 from .cache import (POLICIES, FeatureCache, degree_counts, presample_counts, presample_scores,
@@ -447,6 +448,13 @@ class NeighborLoader:
                                      max_buffers=self._in_flight if planned else 8,
                                      rows=self.plan.batch_rows.get(t, 0) if planned else 0)
                        for t, f in self.features.items()}
+        if self._view is not None and self.features:  # one buffer holds every type's rows
+            t0, f0 = next(iter(self.features.items()))
+            self._pools = {NTYPE: BufferPool(
+                _torch_dtype(self.feature_dtypes[t0]), f0.shape[1:], pin=self.pin,
+                max_buffers=self._in_flight if planned else 8,
+                rows=sum(self.plan.batch_rows.get(t, 0) for t in self.features) if planned
+                else 0)}
         self._budgeted = planned
 
     def _setup_features(self, feature, dtype, labels: bool, homogeneous) -> None:
@@ -659,38 +667,54 @@ class NeighborLoader:
         st.bytes_read += c.stats.bytes_read - s0[3]
 
     def _gather(self, sub: SampledSubgraph, wait=None) -> MiniBatch:
-        x = {}
-        for t, f in self.features.items():
-            ids = sub.node[t]
-            pool = self._pools[t]
-            o0 = pool.overflows
-            buf = pool.take(ids.shape[0], wait if self._budgeted else None)
-            if pool.overflows != o0:
-                self.stats.overflows += 1
-                if self.stats.overflows == 1:
-                    log.warning("the training loop holds every one of the plan's %d batch "
-                                "buffers while asking for the next batch: one more made past "
-                                "the memory plan (drop each batch before the next, or use "
-                                "batches_in_flight=2)", pool.max_buffers)
-            step = max(1, self._staging.chunk_bytes // max(1, f.row_bytes))
-            cast = self._cast[t] is not None
-            stage = self._stage(t, min(step, ids.shape[0])) if cast else None
-            if t in self.caches:  # reads need no staging: misses land in their rows
-                self._cached_gather(t, ids, buf, stage)  # (or, cast, go through ``stage``)
-                x[t] = buf
-                continue
-            for lo in range(0, ids.shape[0], step):  # chunks bound the reader's scratch memory
-                if not cast:
-                    f.gather(ids[lo:lo + step], out=buf[lo:lo + step])
-                    continue
-                m = min(step, ids.shape[0] - lo)  # read in the store's dtype, cast when copied
-                f.gather(ids[lo:lo + m], out=stage[:m])
-                cast_rows(stage[:m], np.arange(m, dtype=np.int64), buf[lo:lo + m].numpy())
-            x[t] = buf
+        if self._view is not None and self.features:  # one buffer, rows where the view puts them
+            blocks, n = self._view.blocks(sub)
+            buf = self._take(NTYPE, n, wait)
+            for t, lo, hi, at in blocks:
+                if t in self.features:
+                    self._fill(t, sub.node[t][lo:hi], buf[at:at + hi - lo])
+            x = {NTYPE: buf}
+        else:
+            x = {}
+            for t in self.features:
+                x[t] = self._take(t, sub.node[t].shape[0], wait)
+                self._fill(t, sub.node[t], x[t])
         ys = self._label_rows(sub)
         if self.pin:
             ys = {t: v.pin_memory() for t, v in ys.items()}
         return MiniBatch(sub, x, _seed_labels(sub, ys), torch.device("cpu"), ys)
+
+    def _take(self, key: str, n: int, wait) -> torch.Tensor:
+        """A batch buffer of ``n`` rows from the pool ``key`` (counting overflows)."""
+        pool = self._pools[key]
+        o0 = pool.overflows
+        buf = pool.take(n, wait if self._budgeted else None)
+        if pool.overflows != o0:
+            self.stats.overflows += 1
+            if self.stats.overflows == 1:
+                log.warning("the training loop holds every one of the plan's %d batch "
+                            "buffers while asking for the next batch: one more made past "
+                            "the memory plan (drop each batch before the next, or use "
+                            "batches_in_flight=2)", pool.max_buffers)
+        return buf
+
+    def _fill(self, t: str, ids: np.ndarray, buf: torch.Tensor) -> None:
+        """Rows ``ids`` of type ``t`` into the contiguous host buffer ``buf`` (cast with
+        ``dtype=``): through the cache, or read in chunks."""
+        f = self.features[t]
+        step = max(1, self._staging.chunk_bytes // max(1, f.row_bytes))
+        cast = self._cast[t] is not None
+        stage = self._stage(t, min(step, ids.shape[0])) if cast else None
+        if t in self.caches:  # reads need no staging: misses land in their rows
+            self._cached_gather(t, ids, buf, stage)  # (or, cast, go through ``stage``)
+            return
+        for lo in range(0, ids.shape[0], step):  # chunks bound the reader's scratch memory
+            if not cast:
+                f.gather(ids[lo:lo + step], out=buf[lo:lo + step])
+                continue
+            m = min(step, ids.shape[0] - lo)  # read in the store's dtype, cast when copied
+            f.gather(ids[lo:lo + m], out=stage[:m])
+            cast_rows(stage[:m], np.arange(m, dtype=np.int64), buf[lo:lo + m].numpy())
 
     def _stage(self, t: str, rows: int) -> np.ndarray:
         """A staging buffer of ``rows`` rows of type ``t`` in the store's dtype (for casts)."""
@@ -708,26 +732,25 @@ class NeighborLoader:
         ``staging_bytes`` whatever the batch size. ``stream=None`` copies synchronously (the
         CPU path of the same code, used by the tests)."""
         dev = self.device
-        ring = self._staging
-        x = {}
-        for t, f in self.features.items():
-            ids = sub.node[t]
-            n = ids.shape[0]
+
+        def empty(n, t):
+            f = self.features[t]
             with _on(stream):
-                out = torch.empty((n,) + f.shape[1:], dtype=_torch_dtype(self.feature_dtypes[t]),
-                                  device=dev)
-            step = max(1, ring.chunk_bytes // max(1, f.row_bytes))
-            for lo in range(0, n, step):
-                hi = min(n, lo + step)  # staged in the store's dtype; copy_ casts (dtype=)
-                buf = ring.next(hi - lo, _torch_dtype(f.dtype), f.shape[1:])
-                if t in self.caches:
-                    self._cached_gather(t, ids[lo:hi], buf)
-                else:
-                    f.gather(ids[lo:hi], out=buf)
-                with _on(stream):
-                    out[lo:hi].copy_(buf, non_blocking=stream is not None)
-                    ring.record(stream)
-            x[t] = out
+                return torch.empty((n,) + f.shape[1:], dtype=_torch_dtype(self.feature_dtypes[t]),
+                                   device=dev)
+
+        if self._view is not None and self.features:  # one tensor, rows where the view puts them
+            blocks, n = self._view.blocks(sub)
+            out = empty(n, next(iter(self.features)))
+            for t, lo, hi, at in blocks:
+                if t in self.features:
+                    self._fill_device(t, sub.node[t][lo:hi], out[at:at + hi - lo], stream)
+            x = {NTYPE: out}
+        else:
+            x = {}
+            for t in self.features:
+                x[t] = empty(sub.node[t].shape[0], t)
+                self._fill_device(t, sub.node[t], x[t], stream)
         ys = self._label_rows(sub)
         with _on(stream):
             ys = {t: v.to(dev) for t, v in ys.items()}
@@ -739,6 +762,22 @@ class NeighborLoader:
             ready = torch.cuda.Event()
             ready.record(stream)
         return _Ready(out, ready)
+
+    def _fill_device(self, t: str, ids: np.ndarray, out: torch.Tensor, stream) -> None:
+        """Rows ``ids`` of type ``t`` into the device tensor ``out``, a chunk at a time through
+        the staging ring (in the store's dtype; ``copy_`` casts for ``dtype=``)."""
+        f, ring, n = self.features[t], self._staging, ids.shape[0]
+        step = max(1, ring.chunk_bytes // max(1, f.row_bytes))
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            buf = ring.next(hi - lo, _torch_dtype(f.dtype), f.shape[1:])
+            if t in self.caches:
+                self._cached_gather(t, ids[lo:hi], buf)
+            else:
+                f.gather(ids[lo:hi], out=buf)
+            with _on(stream):
+                out[lo:hi].copy_(buf, non_blocking=stream is not None)
+                ring.record(stream)
 
     def _converter(self, output: str) -> Callable[[MiniBatch], Any]:
         convert = self._converter_of(output)

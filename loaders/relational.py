@@ -95,11 +95,31 @@ class HomogeneousView:
         return cls(nts, ets, dict(zip(nts, _exclusive_cumsum(nn).tolist())),
                    dict(zip(ets, _exclusive_cumsum(ne).tolist())))
 
-    def apply(self, mb: MiniBatch) -> HomogeneousBatch:
-        """``mb`` as one homogeneous graph (features scattered once into one ``x``)."""
-        sub, dev = mb.subgraph, mb.device
+    def _node_counts(self, sub: SampledSubgraph) -> np.ndarray:
+        """Nodes per hop (rows) and node type (columns, in the view's order)."""
         hops = 1 + max(len(v) for v in sub.num_sampled_edges.values())
-        cn = np.array([_pad(sub.num_sampled_nodes.get(t, []), hops) for t in self.node_types]).T
+        return np.array([_pad(sub.num_sampled_nodes.get(t, []), hops)
+                         for t in self.node_types], np.int64).reshape(-1, hops).T
+
+    def blocks(self, sub: SampledSubgraph) -> tuple[list[tuple[str, int, int, int]], int]:
+        """``([(ntype, lo, hi, at), ...], n)``: rows ``lo:hi`` of ``sub.node[ntype]`` go to
+        rows ``at:at + hi - lo`` of the homogeneous batch of ``n`` nodes (one block per hop
+        and node type), so a loader gathers features straight into their places."""
+        cn = self._node_counts(sub)
+        base = _exclusive_cumsum(cn)
+        within = np.zeros_like(cn)
+        np.cumsum(cn[:-1], axis=0, out=within[1:])
+        out = [(t, int(within[h, k]), int(within[h, k] + cn[h, k]), int(base[h, k]))
+               for h in range(cn.shape[0]) for k, t in enumerate(self.node_types) if cn[h, k]]
+        return out, int(cn.sum())
+
+    def apply(self, mb: MiniBatch) -> HomogeneousBatch:
+        """``mb`` as one homogeneous graph. Features gathered by a loader in the view's
+        layout (``mb.x["_N"]``, see :meth:`blocks`) are taken as they are; per-type ones are
+        scattered into one ``x``."""
+        sub, dev = mb.subgraph, mb.device
+        cn = self._node_counts(sub)
+        hops = cn.shape[0]
         node_pos = _positions(cn)
         n = int(cn.sum())
         n_id = np.empty(n, np.int64)
@@ -126,7 +146,7 @@ class HomogeneousView:
             edge={ETYPE: eid}, num_sampled_nodes={NTYPE: cn.sum(axis=1).tolist()},
             num_sampled_edges={ETYPE: ce.sum(axis=1).tolist()}, batch_size=sub.batch_size,
             input_id=sub.input_id)
-        x = _scatter(mb.x, where, n, dev)
+        x = mb.x[NTYPE] if NTYPE in mb.x else _scatter(mb.x, where, n, dev)
         y_all = _scatter(mb.y_all, where, n, dev, fill=-1)
         return HomogeneousBatch(
             hsub, {NTYPE: x} if x is not None else {},

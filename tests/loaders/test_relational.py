@@ -10,6 +10,7 @@ import torch
 
 import featurestore as fs
 from loaders import NeighborLoader
+from loaders.budget import MARGIN_MIN
 from loaders.errors import LoaderArgumentError
 
 
@@ -51,14 +52,25 @@ def _labels(store, d):
     return y
 
 
-@pytest.mark.parametrize("chunked", [False, True])
-def test_pyg_homogeneous_batches_match_to_homogeneous(rel_store, chunked):
+@pytest.mark.parametrize("chunked,dtype,budget", [(False, torch.float32, False),
+                                                   (True, torch.float32, False),
+                                                   (False, None, True), (True, None, True)])
+def test_pyg_homogeneous_batches_match_to_homogeneous(rel_store, chunked, dtype, budget):
+    """Features land straight in the view's rows (plain, cast, cached, device path)."""
     d = _pyg_homogeneous(rel_store)
     N = d.num_nodes
     key = set(((d.edge_index[0] * N + d.edge_index[1]) * 16 + d.edge_type).tolist())
     ys = _labels(rel_store, d)
-    ld = NeighborLoader(rel_store, [4, 3], ("paper", "train"), batch_size=50, device="cpu",
-                        output="pyg", homogeneous=True, dtype=torch.float32, shuffle=True)
+    kw = dict(batch_size=50, device="cpu", output="pyg", homogeneous=True, dtype=dtype,
+              shuffle=True, staging_bytes=4096)
+    if budget:  # the features do not fit: a cache holds part of every type's rows
+        probe = NeighborLoader(rel_store, [4, 3], ("paper", "train"), memory=1, cache=None,
+                               **kw).plan
+        fbytes = sum(rel_store.features(t).numpy().nbytes for t in rel_store.node_types)
+        kw["memory"] = (probe.batch_bytes * 2 + probe.sampler_bytes + probe.reader_bytes
+                        + MARGIN_MIN + probe.topology_bytes + fbytes // 2)
+    ld = NeighborLoader(rel_store, [4, 3], ("paper", "train"), **kw)
+    assert bool(ld.caches) == budget
     ld._chunked = chunked
     seeds = rel_store.split("train", "paper")
     paper = rel_store.node_types.index("paper")
@@ -67,7 +79,8 @@ def test_pyg_homogeneous_batches_match_to_homogeneous(rel_store, chunked):
     for b in ld:
         nb += 1
         n_id = b.n_id
-        assert torch.equal(b.x, d.x[n_id]) and b.x.dtype == torch.float32
+        assert torch.equal(b.x.float(), d.x[n_id])
+        assert b.x.dtype == (torch.float32 if dtype else torch.float16)
         assert torch.equal(b.node_type, d.node_type[n_id])
         assert torch.equal(b.y, torch.from_numpy(ys[n_id.numpy()]))
         src, dst = n_id[b.edge_index[0]], n_id[b.edge_index[1]]
@@ -89,6 +102,8 @@ def test_pyg_homogeneous_batches_match_to_homogeneous(rel_store, chunked):
             lo += m
         assert sum(b.num_sampled_nodes) == b.num_nodes and lo == b.edge_index.shape[1]
     assert nb == len(ld)
+    if budget:
+        assert ld.stats.hits > 0 and ld.stats.misses > 0
 
 
 def test_trim_to_layer_runs_on_the_view(rel_store):
