@@ -65,18 +65,18 @@ def _half_table(dtype: np.dtype) -> np.ndarray:
 
 @numba.njit(nogil=True, cache=True, inline="always")
 def _one(src, srcpos, out, dstpos, i):
-    s = srcpos[i]
-    if s >= 0:
-        d = dstpos[i] if dstpos.shape[0] else i
+    s = np.int64(srcpos[i])
+    if s >= 0:  # (int64 both ways: a prange index and an int64 would unify to float)
+        d = np.int64(dstpos[i]) if dstpos.shape[0] else np.int64(i)
         for j in range(src.shape[1]):
             out[d, j] = src[s, j]
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
 def _one_lut(src, srcpos, table, out, dstpos, i):
-    s = srcpos[i]
+    s = np.int64(srcpos[i])
     if s >= 0:
-        d = dstpos[i] if dstpos.shape[0] else i
+        d = np.int64(dstpos[i]) if dstpos.shape[0] else np.int64(i)
         for j in range(src.shape[1]):
             out[d, j] = table[src[s, j]]
 

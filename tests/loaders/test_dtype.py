@@ -17,8 +17,12 @@ from loaders.errors import LoaderArgumentError
 @pytest.mark.parametrize("src,dst", [(np.float16, np.float32), (np.float16, np.float64),
                                      (np.float32, np.float64), (np.int8, np.float32),
                                      (np.float32, np.float16), (np.float64, np.float32)])
-@pytest.mark.parametrize("n", [50, 40000])  # serial and parallel kernels
-def test_cast_rows_matches_numpy(src, dst, n):
+@pytest.mark.parametrize("n", [50, 40000])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_cast_rows_matches_numpy(src, dst, n, parallel, monkeypatch):
+    import loaders._cast as c
+
+    monkeypatch.setattr(c, "_PARALLEL_MIN_BYTES", 0 if parallel else 1 << 60)
     rng = np.random.default_rng(0)
     a = (rng.standard_normal((300, 3, 4)) * 50).astype(src)
     if src == np.float16:  # every special value too: inf, nan, subnormals, -0
