@@ -12,11 +12,13 @@ import logging
 import os
 import time
 import traceback
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
+
+from featurestore.errors import InvalidArgumentError
 
 from . import cache_bench, device, gather_bench, loader_bench, preprocess_bench, render
 from . import sample_bench
-from .options import Sizes, opt
+from .options import Sizes, opt, sized
 from .report import machine_info, write_json
 
 log = logging.getLogger(__name__)
@@ -42,19 +44,19 @@ def part_report(part: str, sz: Sizes, workdir: str, trials: int, reports: dict) 
                                                seconds=max(sz.device_seconds, 0.5)))
     if part == "gather":
         limits = next(iter(reports["device"]["results"].values())) if "device" in reports else None
-        return gather_bench.run(replace(gather_bench.GatherOptions.at(sz, workdir), trials=trials),
-                                device=limits)
+        return gather_bench.run(sized(gather_bench.GatherOptions, sz, workdir=workdir,
+                                      trials=trials), device=limits)
     if part == "sample":
-        return sample_bench.run(replace(sample_bench.SampleOptions.at(sz, workdir), trials=trials))
+        return sample_bench.run(sized(sample_bench.SampleOptions, sz, workdir=workdir,
+                                      trials=trials))
     if part == "loader":
-        return loader_bench.run(replace(loader_bench.LoaderOptions.at(sz, workdir),
-                                        parts="loader,dgl,ooc"))
+        return loader_bench.run(sized(loader_bench.LoaderOptions, sz, workdir=workdir))
     if part == "cache":
-        return cache_bench.run(cache_bench.CacheOptions.at(sz, workdir))
+        return cache_bench.run(sized(cache_bench.CacheOptions, sz, workdir=workdir))
     if part == "preprocess":
-        return preprocess_bench.run(replace(preprocess_bench.PreprocessOptions.at(sz, workdir),
-                                            repeat=trials))
-    raise ValueError(f"Expected parts among {PARTS}. Got {part!r} instead.")
+        return preprocess_bench.run(sized(preprocess_bench.PreprocessOptions, sz, repeat=trials,
+                                          workdir=os.path.join(workdir, "preprocess")))
+    raise InvalidArgumentError(f"Expected parts among {PARTS}. Got {part!r} instead.")
 
 
 def emit(report: dict, outdir: str, plot: bool, name: str | None = None) -> dict:

@@ -14,7 +14,6 @@ import importlib
 from dataclasses import replace
 
 DEFAULT_OUT = "bench-results"
-DEFAULT_WORKDIR = "bench-data"
 
 #: name: (module, options class, help)
 BENCHES = {
@@ -36,15 +35,14 @@ BENCHES = {
 
 def _options(name: str, args: argparse.Namespace):
     """The benchmark's module and its options: the sizes at ``--scale``, then the flags given."""
-    from .options import Sizes, given
+    from .options import Sizes, given, sized
 
     mod = importlib.import_module(f"benchmarks.{BENCHES[name][0]}")
     cls = getattr(mod, BENCHES[name][1])
-    base = cls()
-    if hasattr(cls, "at"):
-        sz = Sizes.quick() if args.quick else Sizes.at(args.scale)
-        base = cls.at(sz, getattr(args, "workdir", DEFAULT_WORKDIR))
-    return mod, replace(base, **given(args, cls))
+    if not hasattr(args, "scale"):  # not sized (device)
+        return mod, cls(**given(args, cls))
+    return mod, replace(sized(cls, Sizes.quick() if args.quick else Sizes.at(args.scale)),
+                        **given(args, cls))
 
 
 def _run(args: argparse.Namespace) -> int:

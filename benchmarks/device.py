@@ -110,15 +110,10 @@ def evict(path: str) -> None:
 def pages_touched(ids: np.ndarray, row_bytes: int, page: int = 4096) -> int:
     """Distinct pages that rows ``ids`` of an array at offset 0 span."""
     rows = np.unique(ids).astype(np.int64)
-    first = rows * row_bytes // page
-    last = (rows * row_bytes + row_bytes - 1) // page
-    spans = last - first + 1
-    # rows sharing a page: count each page once
-    pages = np.unique(np.concatenate([first, last]))
-    if np.all(spans <= 2):
-        return int(pages.size)
-    allp = np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last)])
-    return int(np.unique(allp).size)
+    first, last = rows * row_bytes // page, (rows * row_bytes + row_bytes - 1) // page
+    # sorted rows of one size: each row's span starts past the pages its predecessor counted
+    prev = np.concatenate([[-1], last[:-1]])
+    return int(np.maximum(0, last - np.maximum(first, prev + 1) + 1).sum())
 
 
 def _probe_file(target: str, size_mib: int) -> tuple[str, str | None]:

@@ -20,7 +20,7 @@ import numpy as np
 import featurestore as fs
 
 from .device import device_limits, evict, pages_touched
-from .options import Sizes, opt
+from .options import opt
 from .report import Timing, machine_info, timed_trials
 from .workload import LAYOUTS, synthetic_store
 
@@ -35,25 +35,19 @@ class GatherOptions:
     """What ``bench gather`` measures."""
 
     workdir: str = opt("bench-data", "where the synthetic stores are made")
-    rows: int = opt(1_210_000, "rows of each synthetic store")
+    rows: int = opt(1_210_000, "rows of each synthetic store", size="gather_rows")
     store: str | None = opt(None, "sweep this local store's feature array instead")
     ntype: str | None = opt(None, "node type of --store (default: its only one)")
     feature: str = opt("feat", "feature name of --store")
-    batch_sizes: tuple[int, ...] = opt(BATCHES, "ids per gather, comma-separated")
-    thread_counts: tuple[int, ...] = opt((1, 4, 16, 32), "reads in flight of the cold sweep")
-    thread_batch: int = opt(5_000, "ids per gather of the thread sweep")
-    trials: int = opt(3, "trials per measurement")
+    batch_sizes: tuple[int, ...] = opt(BATCHES, "ids per gather", size="gather_batches")
+    thread_counts: tuple[int, ...] = opt((1, 4, 16, 32), "reads in flight of the cold sweep",
+                                         size="thread_counts")
+    thread_batch: int = opt(5_000, "ids per gather of the thread sweep", size="thread_batch")
+    trials: int = opt(3, "trials per measurement", size="trials")
     io_threads: int = opt(32, "reads in flight of the batch sweep")
     zarr: bool = opt(True, "time zarr's get_orthogonal_selection at --zarr-batch")
-    zarr_batch: int = opt(10_000, "the batch size zarr is timed at")
-    device_seconds: float = opt(3.0, "seconds per device probe (0: no probe)")
-
-    @classmethod
-    def at(cls, sz: Sizes, workdir: str) -> GatherOptions:
-        """The options of ``bench all`` at sizes ``sz``."""
-        return cls(workdir=workdir, rows=sz.gather_rows, batch_sizes=sz.gather_batches,
-                   thread_counts=sz.thread_counts, thread_batch=sz.thread_batch, trials=sz.trials,
-                   zarr_batch=sz.zarr_batch, device_seconds=sz.device_seconds)
+    zarr_batch: int = opt(10_000, "the batch size zarr is timed at", size="zarr_batch")
+    device_seconds: float = opt(3.0, "seconds per device probe (0: none)", size="device_seconds")
 
 
 class GatherTarget:

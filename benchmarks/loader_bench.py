@@ -29,19 +29,13 @@ import featurestore as fs
 
 from . import sample_bench as sb
 from .device import evict
-from .options import Sizes, opt
+from .options import opt
 from .report import MissingDependencyError, machine_info, timed_loop
 from .workload import files_under, memcap_command, run_child, run_dgl_peer, synthetic_store
 
 log = logging.getLogger(__name__)
 
 PARTS = ("loader", "dgl", "ooc")  # the samplers alone: benchmarks.sample_bench
-
-
-def ooc_memcap(nodes: int, row_bytes: int = 1536) -> str:
-    """The out-of-core memory cap: a quarter of the fp16 x 768 features, and at least 1.5 GiB,
-    which the batch buffers need (fanouts 15,10,5 x 1024 seeds touch ~250k rows)."""
-    return f"{max(1536, nodes * row_bytes // 4 >> 20)}M"
 
 
 @dataclass(frozen=True)
@@ -52,14 +46,15 @@ class LoaderOptions:
     on_store: str | None = opt(None, "measure our loader on this store (its 'train' split) "
                                "instead of a synthetic graph; peers are skipped", metavar="PATH")
     seed_type: str | None = opt(None, "node type of the seeds in a heterogeneous --on-store")
-    nodes: int = opt(1_110_000, "nodes of the synthetic graph")
-    edges: int = opt(16_650_000, "edges of the synthetic graph")
+    nodes: int = opt(1_110_000, "nodes of the synthetic graph", size="nodes")
+    edges: int = opt(16_650_000, "edges of the synthetic graph", size="edges")
     fanouts: tuple[int, ...] = opt((15, 10, 5), "per hop from the seeds")
-    batch_size: int = opt(1024, "seeds per batch")
-    batches: int = opt(20, "timed batches per measurement (max)")
-    seconds: float = opt(10.0, "time limit per measurement")
+    batch_size: int = opt(1024, "seeds per batch", size="sample_batch_size")
+    batches: int = opt(20, "timed batches per measurement (max)", size="loader_batches")
+    seconds: float = opt(10.0, "time limit per measurement", size="loader_seconds")
     parts: str = opt(",".join(PARTS), f"comma-separated among {PARTS}")
-    memcap: str | None = opt(None, "memory cap of the out-of-core run (default: features / 4)")
+    memcap: str | None = opt(None, "memory cap of the out-of-core run (default: a quarter of "
+                             "the features; at least 1.5 GiB on the synthetic graph)")
     memcap_bin: str | None = opt(None, "the memcap tool (default: $FEATURESTORE_MEMCAP, PATH)")
     pyg_workers: int = opt(0, "PyG DataLoader worker processes")
     prefetch: int = opt(2, "our loader's batches in flight per stage")
@@ -74,13 +69,6 @@ class LoaderOptions:
                          choices=("auto", "presample", "degree", "none"))
     ooc_in_flight: int = opt(1, "our loader's batch buffers out of core (1: the timing loop "
                              "drops each batch before asking for the next)")
-
-    @classmethod
-    def at(cls, sz: Sizes, workdir: str) -> LoaderOptions:
-        """The options at sizes ``sz``."""
-        return cls(workdir=workdir, nodes=sz.nodes, edges=sz.edges, batches=sz.loader_batches,
-                   seconds=sz.loader_seconds, batch_size=sz.sample_batch_size,
-                   memcap=ooc_memcap(sz.nodes))
 
 
 def warm(store) -> None:
@@ -222,7 +210,9 @@ def _out_of_core(rep: dict, o: LoaderOptions) -> None:
         if o.ooc_store:
             rep["ooc_graph"] = {"store": p16, "nodes": s.num_nodes(), "edges": s.num_edges(),
                                 "train": int(np.asarray(s.split("train")).shape[0])}
-    cap = o.memcap or f"{max(64, fbytes // 4 >> 20)}M"
+    # a quarter of the features; the synthetic graph's batch buffers need 1.5 GiB (fanouts
+    # 15,10,5 x 1024 seeds touch ~250k rows)
+    cap = o.memcap or f"{max(64 if o.ooc_store else 1536, fbytes // 4 >> 20)}M"
     for f in files_under(p16):  # cold: features and topology out of the page cache
         evict(f)
     log.info("ours out of core under memcap %s", cap)

@@ -1,7 +1,8 @@
 """Benchmark options as frozen dataclasses, their command-line flags, and the sizes at a scale.
 
 Each benchmark states its options once, as a dataclass whose fields are made with :func:`opt`
-(default and help text); :func:`add_options` turns the fields into ``argparse`` flags
+(default, help text and, with ``size=``, the :class:`Sizes` attribute it takes at a scale, see
+:func:`sized`); :func:`add_options` turns the fields into ``argparse`` flags
 (``batch_size`` -> ``--batch-size``, a ``bool`` that defaults to true -> ``--no-NAME``, a tuple
 of numbers -> comma-separated, a tuple of strings -> a repeatable flag) and :func:`given`
 collects the flags a user gave, to be laid over the options at a scale with
@@ -14,6 +15,8 @@ import argparse
 import dataclasses
 import re
 from dataclasses import dataclass, field
+
+from featurestore.errors import InvalidArgumentError
 
 _SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "B": 10**9}
 
@@ -66,6 +69,13 @@ def add_options(p: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> 
                            choices=f.metadata.get("choices"), **kw)
 
 
+def sized(cls, sz: Sizes, **kw):
+    """``cls`` with every field whose ``size`` names an attribute of ``sz`` set from it, then
+    ``kw``."""
+    return cls(**{f.name: getattr(sz, f.metadata["size"]) for f in dataclasses.fields(cls)
+                  if "size" in f.metadata} | kw)
+
+
 def given(ns: argparse.Namespace, cls) -> dict:
     """The fields of ``cls`` that the command line set."""
     return {f.name: tuple(getattr(ns, f.name)) if f.type == "tuple[str, ...]"
@@ -98,7 +108,7 @@ class Sizes:
     def at(cls, scale: float) -> Sizes:
         """The sizes at ``scale`` (0.01 runs in minutes on two cores)."""
         if not scale > 0:
-            raise ValueError(f"Expected a scale > 0. Got {scale} instead.")
+            raise InvalidArgumentError(f"Expected a scale > 0. Got {scale} instead.")
         nodes = max(20_000, round(1.11e8 * scale))
         big = scale > 0.05
         return cls(gather_rows=max(20_000, round(1.21e8 * scale)), nodes=nodes, edges=15 * nodes,

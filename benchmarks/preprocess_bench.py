@@ -26,7 +26,7 @@ import numpy as np
 from preprocess.memory import format_size, parse_size
 
 from .device import evict
-from .options import Sizes, opt
+from .options import opt
 from .report import MissingDependencyError, machine_info
 from .workload import memcap_command, run_child
 
@@ -39,13 +39,13 @@ class PreprocessOptions:
 
     workdir: str = opt("bench-data/preprocess", "where inputs and stores go")
     parts: str = opt("edges,features", "comma-separated among edges, features")
-    edges: int = opt(16_000_000, "edges of the COO input")
-    nodes: int = opt(1_110_000, "nodes of the COO input")
+    edges: int = opt(16_000_000, "edges of the COO input", size="prep_edges")
+    nodes: int = opt(1_110_000, "nodes of the COO input", size="prep_nodes")
     memory: int | None = opt(None, "the job's memory budget (default: a quarter of the COO)",
                              type=parse_size)
     memcap: str | None = opt(None, "run ours under memcap SIZE (e.g. 1G)")
     memcap_bin: str | None = opt(None, "the memcap tool (default: $FEATURESTORE_MEMCAP, PATH)")
-    repeat: int = opt(3, "runs of each conversion", flag="--trials")
+    repeat: int = opt(3, "runs of each conversion", flag="--trials", size="trials")
     scipy: bool = opt(True, "also run scipy's tocsc on the same edges, alternating")
     feature_rows: int | None = opt(None, "also convert this many fp32 rows to an fp16 store")
     feature_dim: int = opt(128, "columns of the feature input")
@@ -54,12 +54,6 @@ class PreprocessOptions:
     cold: bool = opt(False, "evict the input from the page cache before each of our runs")
     delete_inputs: bool = opt(False, "remove the generated inputs afterwards")
     seed: int = opt(0, "seed of the generated inputs")
-
-    @classmethod
-    def at(cls, sz: Sizes, workdir: str) -> PreprocessOptions:
-        """The options at sizes ``sz``."""
-        return cls(workdir=os.path.join(workdir, "preprocess"), edges=sz.prep_edges,
-                   nodes=sz.prep_nodes, repeat=sz.trials)
 
     @property
     def budget(self) -> int:

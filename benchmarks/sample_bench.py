@@ -22,7 +22,7 @@ import numpy as np
 
 import featurestore as fs
 
-from .options import Sizes, opt
+from .options import opt
 from .report import has, machine_info, timed_loop
 from .workload import run_dgl_peer, seed_batches, synthetic_store
 
@@ -44,20 +44,14 @@ class SampleOptions:
     store: str | None = opt(None, "a store (default: a synthetic power-law graph); the peers "
                             "run on homogeneous ones")
     seed_type: str | None = opt(None, "node type of the seeds in a heterogeneous --store")
-    nodes: int = opt(1_110_000, "nodes of the synthetic graph")
-    edges: int = opt(16_650_000, "edges of the synthetic graph")
+    nodes: int = opt(1_110_000, "nodes of the synthetic graph", size="nodes")
+    edges: int = opt(16_650_000, "edges of the synthetic graph", size="edges")
     fanouts: tuple[int, ...] = opt((15, 10, 5), "per hop from the seeds")
-    batch_size: int = opt(1024, "seeds per batch")
-    batches: int = opt(10, "timed batches per trial")
-    trials: int = opt(3, "trials per sampler")
+    batch_size: int = opt(1024, "seeds per batch", size="sample_batch_size")
+    batches: int = opt(10, "timed batches per trial", size="sample_batches")
+    trials: int = opt(3, "trials per sampler", size="trials")
     warmup: int = opt(2, "untimed batches first")
     peers: str = opt(",".join(PEERS), "comma-separated samplers to time")
-
-    @classmethod
-    def at(cls, sz: Sizes, workdir: str) -> SampleOptions:
-        """The options of ``bench all`` at sizes ``sz``."""
-        return cls(workdir=workdir, nodes=sz.nodes, edges=sz.edges, trials=sz.trials,
-                   batch_size=sz.sample_batch_size, batches=sz.sample_batches)
 
 
 def measure(sample, gather, batches: list[np.ndarray], n: int, trials: int, warmup: int,
