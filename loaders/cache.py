@@ -351,6 +351,9 @@ class FeatureCache:
         from ._cast import cast_rows
 
         step = stage.shape[0]
+        if ids.shape[0] > step:  # chunks of neighbouring rows: each one's reads merge into spans
+            order = np.argsort(ids, kind="stable")
+            ids, at = ids[order], at[order]
         for lo in range(0, ids.shape[0], step):
             m = min(step, ids.shape[0] - lo)
             self._read(ids[lo:lo + m], stage[:m], None)
