@@ -346,7 +346,13 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
         store, m, int(memory), source, device=device, batches_in_flight=batches_in_flight,
         prefetch=prefetch, staging_bytes=staging_bytes, interpreter_bytes=interpreter_bytes,
         use_budget=use_budget)
-    r = _Replay(store, m, read_iops)
+    return _assemble(store, num_neighbors, batch_size, m, _Replay(store, m, read_iops), mem,
+                     cache_rows, model, lp, source, read_iops, read_iops_source, curve)
+
+
+def _assemble(store, num_neighbors, batch_size, m, r, mem, cache_rows, model, lp, source,
+              read_iops, read_iops_source, curve) -> Plan:
+    """The :class:`Plan` of what was measured (``m``), replayed (``r``) and planned."""
     now = r.at(cache_rows)
     rb = m.row_bytes[m.ntype]
     pts = [{"share": share, "cache_bytes": k * rb,
