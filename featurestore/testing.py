@@ -27,6 +27,7 @@ import http.server
 import io
 import multiprocessing
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -271,6 +272,11 @@ class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
                 start, end = int(a), min(size - 1, int(b) if b else size - 1)
             f.seek(start)
             data = f.read(max(0, end - start + 1))
+        counts = getattr(self.server, "counts", None)
+        if counts is not None:
+            with self.server.counts_lock:
+                counts["requests"] = counts.get("requests", 0) + 1
+                counts["bytes"] = counts.get("bytes", 0) + len(data)
         self.send_response(206)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
@@ -282,9 +288,23 @@ class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
 class _Server(http.server.ThreadingHTTPServer):
     request_queue_size = 256  # the default backlog of 5 drops concurrent connects (1 s retry)
 
+    def handle_error(self, request, client_address):
+        """Ignore clients that hang up (a closed pool); report anything else."""
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
 
-def serve_http(directory) -> tuple[str, Any]:
+
+def serve_http(directory, counts: dict | None = None) -> tuple[str, Any]:
     """Serve ``directory`` read-only on 127.0.0.1 (a free port) with byte ranges.
+
+    Parameters
+    ----------
+    directory
+        What to serve.
+    counts
+        When given, the range requests answered and their bytes are added to its
+        ``"requests"`` and ``"bytes"`` (the server's own count, independent of the reader's).
 
     Returns
     -------
@@ -295,6 +315,7 @@ def serve_http(directory) -> tuple[str, Any]:
     """
     handler = functools.partial(RangeRequestHandler, directory=os.fspath(directory))
     srv = _Server(("127.0.0.1", 0), handler)
+    srv.counts, srv.counts_lock = counts, threading.Lock()
     srv.daemon_threads = True
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
