@@ -28,7 +28,7 @@ PARTS = ("device", "gather", "sample", "loader", "preprocess", "cache")
 
 @dataclass(frozen=True)
 class AllOptions:
-    """What ``bench all`` runs."""
+    """Every benchmark at one scale: all.json, report.md, charts."""
 
     scale: float = opt(0.01, "1.0 = MAG240M paper rows / papers100M graph; 0.01 runs in minutes")
     workdir: str = opt("bench-data", "where synthetic data is made")

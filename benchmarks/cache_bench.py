@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CacheOptions:
-    """What ``bench cache`` measures."""
+    """Feature-cache policies (static, SIEVE, CLOCK, LRU, Belady) replayed on sampled epochs:
+    hit rate at 1-20% of the rows."""
 
     workdir: str = opt("bench-data", "where the synthetic graph is made")
     stores: tuple[str, ...] = opt((), "a store (repeat for several; default: the synthetic "
@@ -69,8 +70,7 @@ def run_one(t: Target, o: CacheOptions) -> dict:
     with fs.open_store(t.store) as s:
         inp = parse_input(s, t.input)
         trace, rec = _timed(cp.record_trace, s, inp, list(o.fanouts), batch_size=o.batch_size,
-                            epochs=o.epochs, ntype=t.ntype, seed=o.seed,
-                            max_batches=o.max_batches)
+                            epochs=o.epochs, ntype=t.ntype, seed=o.seed, max_batches=o.max_batches)
         deg, deg_s = _timed(cp.row_degree, s, trace.ntype)
         row_bytes = int(s.features(trace.ntype).row_bytes)
     n, budgets = trace.num_rows, [b / 100 for b in o.budgets]

@@ -15,22 +15,11 @@ from dataclasses import replace
 
 DEFAULT_OUT = "bench-results"
 
-#: name: (module, options class, help)
-BENCHES = {
-    "device": ("device", "DeviceOptions",
-               "the storage's sequential and random 4 KiB read limits (fio or pread)"),
-    "gather": ("gather_bench", "GatherOptions",
-               "row gathers vs np.memmap and zarr: batch sizes, threads, warm/cold"),
-    "sample": ("sample_bench", "SampleOptions",
-               "neighbour sampling: ours vs PyG (torch-sparse/pyg-lib) and DGL"),
-    "loader": ("loader_bench", "LoaderOptions",
-               "loaders: ours vs PyG NeighborLoader and DGL, in RAM and on disk"),
-    "cache": ("cache_bench", "CacheOptions",
-              "feature-cache policies (static, SIEVE, CLOCK, LRU, Belady) replayed on sampled "
-              "epochs: hit rate at 1-20%% of the rows"),
-    "preprocess": ("preprocess_bench", "PreprocessOptions",
-                   "COO to CSC (vs scipy) and feature chunking: edges/s, GB/s, memory"),
-}
+#: name: (module, options class); the class's docstring is the subcommand's help
+BENCHES = {"device": ("device", "DeviceOptions"), "gather": ("gather_bench", "GatherOptions"),
+           "sample": ("sample_bench", "SampleOptions"), "loader": ("loader_bench", "LoaderOptions"),
+           "cache": ("cache_bench", "CacheOptions"),
+           "preprocess": ("preprocess_bench", "PreprocessOptions")}
 
 
 def _options(name: str, args: argparse.Namespace):
@@ -75,6 +64,12 @@ def _common(p: argparse.ArgumentParser, sized: bool = True) -> None:
         p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
 
 
+def _help(cls) -> str:
+    """The first sentence of the options class's docstring, as argparse prints help."""
+    doc = " ".join(cls.__doc__.split()).rstrip(".")
+    return (doc[0].lower() + doc[1:] if doc[1].islower() else doc).replace("%", "%%")
+
+
 def register(sub) -> None:
     """Add ``bench`` and its subcommands to the ``featurestore`` command line."""
     from .all import AllOptions
@@ -86,12 +81,13 @@ def register(sub) -> None:
                            "writes JSON (machine, versions, options, every trial), markdown and, "
                            "with --plot, PNG charts into --out.")
     bsub = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for name, (module, cls, help_) in BENCHES.items():
-        p = bsub.add_parser(name, help=help_)
-        add_options(p, getattr(importlib.import_module(f"benchmarks.{module}"), cls))
+    for name, (module, cls) in BENCHES.items():
+        cls = getattr(importlib.import_module(f"benchmarks.{module}"), cls)
+        p = bsub.add_parser(name, help=_help(cls))
+        add_options(p, cls)
         _common(p, sized=name != "device")
         p.set_defaults(func=_run)
-    p = bsub.add_parser("all", help="every benchmark at one scale: all.json, report.md, charts")
+    p = bsub.add_parser("all", help=_help(AllOptions))
     add_options(p, AllOptions)
     p.add_argument("--out", default=DEFAULT_OUT, help="where all.json, report.md and charts go")
     p.add_argument("--plot", action="store_true", help="also draw PNG charts (needs matplotlib)")

@@ -12,9 +12,9 @@ import mmap
 import os
 import shutil
 import subprocess
-import threading
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +29,7 @@ MIN_PROBE_MIB = 4
 
 @dataclass(frozen=True)
 class DeviceOptions:
-    """What ``bench device`` measures."""
+    """The storage's sequential and random 4 KiB read limits (fio or pread)."""
 
     target: str = opt(".", "a file, a store or a directory on the device to probe",
                       positional=True)
@@ -70,11 +70,8 @@ def _probe(path: str, rw: str, bs: int, iodepth: int, seconds: float, size: int)
         buf.close()
 
     t0 = time.perf_counter()
-    ts = [threading.Thread(target=worker, args=(k,)) for k in range(iodepth)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    with ThreadPoolExecutor(iodepth) as ex:
+        list(ex.map(worker, range(iodepth)))
     dt = time.perf_counter() - t0
     os.close(fd)
     n = sum(counts)
@@ -164,5 +161,4 @@ def run(o: DeviceOptions) -> dict:
     d["probe_file_bytes"] = size_mib << 20 if tmp else os.path.getsize(probe)
     return {"benchmark": "device", "machine": machine_info(os.path.dirname(probe)),
             "options": {"target": o.target, "seconds": seconds, "size_mib": size_mib,
-                        "tool": d["tool"]},
-            "results": {os.path.abspath(o.target): d}}
+                        "tool": d["tool"]}, "results": {os.path.abspath(o.target): d}}

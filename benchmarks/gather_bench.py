@@ -27,12 +27,11 @@ from .workload import LAYOUTS, synthetic_store
 log = logging.getLogger(__name__)
 
 BATCHES = (1_000, 10_000, 30_000, 100_000, 200_000)
-IO_THREADS = (1, 4, 16, 32, 64)
 
 
 @dataclass(frozen=True)
 class GatherOptions:
-    """What ``bench gather`` measures."""
+    """Row gathers vs np.memmap and zarr: batch sizes, threads, warm/cold."""
 
     workdir: str = opt("bench-data", "where the synthetic stores are made")
     rows: int = opt(1_210_000, "rows of each synthetic store", size="gather_rows")
@@ -96,8 +95,7 @@ class GatherTarget:
 def _methods(t: GatherTarget, ids: np.ndarray, io_threads: int, zarr_on: bool):
     """``(name, setup, gather, teardown)`` of every read path."""
     out = [("featurestore", lambda: t.open(io_threads), lambda s: t.gather(s, ids),
-            lambda s: s.close()),
-           ("np.memmap", t.memmap, lambda m: np.asarray(m[ids]), None)]
+            lambda s: s.close()), ("np.memmap", t.memmap, lambda m: np.asarray(m[ids]), None)]
     if zarr_on:
         out.append(("zarr oindex", t.zarr_array,
                     lambda z: z.get_orthogonal_selection((ids, slice(None))), None))

@@ -13,7 +13,6 @@ samplers alone are :mod:`benchmarks.sample_bench`'s.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import logging
@@ -40,7 +39,7 @@ PARTS = ("loader", "dgl", "ooc")  # the samplers alone: benchmarks.sample_bench
 
 @dataclass(frozen=True)
 class LoaderOptions:
-    """What ``bench loader`` measures."""
+    """Loaders: ours vs PyG NeighborLoader and DGL, in RAM and on disk."""
 
     workdir: str = opt("bench-data", "where the stores are made (reused)")
     on_store: str | None = opt(None, "measure our loader on this store (its 'train' split) "
@@ -166,8 +165,7 @@ def worker(kind: str, store: str, o: LoaderOptions, batch_size: int) -> dict:
     gc.collect()
     eps = []
     for ep in range(o.ooc_epochs):  # epochs as ours: the first includes warm-up
-        eps.append(dict(bench_pyg_loader(data, train, o, batch_size, seed=ep, warmup=0),
-                        epoch=ep))
+        eps.append(dict(bench_pyg_loader(data, train, o, batch_size, seed=ep, warmup=0), epoch=ep))
     return dict(eps[-1], epochs=eps)
 
 
@@ -256,16 +254,11 @@ def run(o: LoaderOptions) -> dict:
 
 
 def main(argv=None) -> int:
-    """The child process of an out-of-core measurement: ``KIND STORE BATCH_SIZE OPTIONS``."""
+    """A child: ``KIND STORE BATCH_SIZE OPTIONS_JSON``; prints ``RESULT {json}``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    p = argparse.ArgumentParser(description="one out-of-core loader measurement (a child)")
-    p.add_argument("kind", choices=("ours", "pyg"))
-    p.add_argument("store")
-    p.add_argument("batch_size", type=int)
-    p.add_argument("options", help="LoaderOptions as JSON")
-    a = p.parse_args(argv)
-    o = replace(LoaderOptions(), **json.loads(a.options))
-    print("RESULT " + json.dumps(worker(a.kind, a.store, o, a.batch_size)), flush=True)
+    kind, store, batch_size, options = argv if argv is not None else sys.argv[1:]
+    o = replace(LoaderOptions(), **json.loads(options))
+    print("RESULT " + json.dumps(worker(kind, store, o, int(batch_size))), flush=True)
     return 0
 
 

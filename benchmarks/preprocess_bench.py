@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class PreprocessOptions:
-    """What ``bench preprocess`` measures."""
+    """COO to CSC (vs scipy) and feature chunking: edges/s, GB/s, memory."""
 
     workdir: str = opt("bench-data/preprocess", "where inputs and stores go")
     parts: str = opt("edges,features", "comma-separated among edges, features")
@@ -163,9 +163,12 @@ CHILDREN = {"ours-edges": child_ours_edges, "scipy": child_scipy,
 
 
 def _child(kind: str, o: PreprocessOptions, inp: str, store: str, nodes: int,
-           perm: str | None = None, capped: bool = True) -> dict:
-    """Run one measurement in a fresh interpreter (under memcap when ``o.memcap``)."""
-    cap = memcap_command(o.memcap, o.memcap_bin) if o.memcap and capped else None
+           perm: str | None = None, ours: bool = True) -> dict:
+    """Run one measurement in a fresh interpreter; ours under memcap with ``o.memcap``, after
+    evicting the input with ``o.cold``."""
+    if ours and o.cold:
+        evict(inp)
+    cap = memcap_command(o.memcap, o.memcap_bin) if o.memcap and ours else None
     res, memcap = run_child(["-m", "benchmarks.preprocess_bench", kind, inp, store, str(nodes),
                              str(o.budget)] + ([perm] if perm else []), cap)
     if "error" in res:
@@ -176,6 +179,7 @@ def _child(kind: str, o: PreprocessOptions, inp: str, store: str, nodes: int,
         m = re.search(r"peak_anon=([\d.]+)GiB", memcap)
         if m:
             res["memcap_peak_anon"] = float(m.group(1)) * (1 << 30)
+    log.info("%s: %.2f s %s", kind, res["seconds"], memcap)
     return res
 
 
@@ -240,14 +244,10 @@ def bench_edges(o: PreprocessOptions) -> dict:
     log.info("edge list: %s (%s edges, %s nodes); budget %s", inp, f"{o.edges:,}",
              f"{o.nodes:,}", format_size(o.budget))
     ours, theirs = [], []
-    for i in range(o.repeat):
-        if o.cold:
-            evict(inp)
+    for _ in range(o.repeat):
         ours.append(_child("ours-edges", o, inp, store, o.nodes))
-        log.info("ours #%d: %.2f s %s", i, ours[-1]["seconds"], ours[-1].get("memcap", ""))
         if o.scipy:
-            theirs.append(_child("scipy", o, inp, store, o.nodes, capped=False))
-            log.info("scipy #%d: %.2f s", i, theirs[-1]["seconds"])
+            theirs.append(_child("scipy", o, inp, store, o.nodes, ours=False))
     out = {"bench": "edges", "edges": o.edges, "nodes": o.nodes, "budget": o.budget,
            "memcap": o.memcap, "ours": ours, "scipy": theirs}
     if o.verify:
@@ -272,12 +272,7 @@ def bench_features(o: PreprocessOptions) -> dict:
     if o.permute:  # a random permutation, as renumbering or reordering would apply
         perm = os.path.join(o.workdir, f"perm-{rows}.npy")
         np.save(perm, np.random.default_rng(o.seed).permutation(rows))
-    runs = []
-    for i in range(o.repeat):
-        if o.cold:
-            evict(inp)
-        runs.append(_child("ours-features", o, inp, store, rows, perm))
-        log.info("features #%d: %.2f s %s", i, runs[-1]["seconds"], runs[-1].get("memcap", ""))
+    runs = [_child("ours-features", o, inp, store, rows, perm) for _ in range(o.repeat)]
     out = {"bench": "features", "rows": rows, "dim": dim, "budget": o.budget,
            "memcap": o.memcap, "runs": runs,
            "gb_per_s": rows * dim * 4 / 1e9 / _median(runs, "seconds"), "peak_anon": _peak(runs)}

@@ -14,8 +14,7 @@ import textwrap
 
 from .report import fmt_rate, md_table, plot_bars, plot_lines, plot_stacked
 
-__all__ = ["markdown", "plots", "peer_ratios", "peer_table", "machine_line", "summary_md",
-           "all_md"]
+__all__ = ["markdown", "plots", "peer_ratios", "peer_table", "machine_line", "summary_md", "all_md"]
 
 
 def machine_line(m: dict) -> str:
@@ -45,41 +44,44 @@ def _sweep(report: dict, kind: str | None) -> list[dict]:
     return [r for r in report["results"] if r.get("sweep") == kind]
 
 
+#: gather table columns: header -> (record key, format; None: fmt_rate); no key, no cell
+_GATHER_COLS = {
+    "row layout": ("layout", "{}"), "batch": ("batch", "{:,}"), "density": ("density", "{:.2%}"),
+    "cache": ("cache", "{}"), "read path": ("method", "{}"), "io_threads": ("io_threads", "{}"),
+    "numba threads": ("numba_threads", "{}"), "median s": ("seconds", "{:.4f}"),
+    "rows/s": ("rows_per_s", None), "GB/s": ("GBps", "{:.3f}"),
+    "featurestore speed-up": ("speedup_of_featurestore", "{:.2f}x"),
+    "device limit s (random 4 KiB, QD1)": ("device_limit_qd1_s", "{:.4f}"),
+    "device limit s (random 4 KiB, QD32)": ("device_limit_s", "{:.4f}"),
+    "share of device limit (QD32)": ("share_of_device_limit", "{:.0%}"),
+    "same pages sequential s": ("device_seq_limit_s", "{:.4f}")}
+
+
+def _gather_table(records: list[dict], headers: list[str]) -> str:
+    def cell(r, key, f):
+        return None if r.get(key) is None else fmt_rate(r[key]) if f is None else f.format(r[key])
+
+    return md_table(headers, [[cell(r, *_GATHER_COLS[h]) for h in headers] for r in records])
+
+
 def _gather_md(report: dict) -> str:
-    rows = []
-    for r in _sweep(report, None):
-        share = r.get("share_of_device_limit")
-        rows.append([r["layout"], f"{r['batch']:,}", f"{r['density']:.2%}", r["cache"],
-                     r["method"], f"{r['seconds']:.4f}", fmt_rate(r["rows_per_s"]),
-                     f"{r['GBps']:.3f}", f"{r['speedup_of_featurestore']:.2f}x",
-                     f"{r['device_limit_s']:.4f}" if "device_limit_s" in r else None,
-                     f"{share:.0%}" if share is not None else None,
-                     f"{r['device_seq_limit_s']:.4f}" if "device_seq_limit_s" in r else None])
-    out = [md_table(["row layout", "batch (ids)", "density", "cache", "read path", "median s",
-                     "rows/s", "GB/s", "featurestore speed-up", "device limit s (random 4 KiB, "
-                     "QD32)", "share of device limit", "same pages sequential s"], rows)]
-    th = _sweep(report, "io_threads")
-    if th:
-        out.append("\nCold gathers by reads in flight (`io_threads`, pread path):\n")
-        out.append(md_table(
-            ["row layout", "batch", "io_threads", "median s", "rows/s", "GB/s",
-             "device limit s QD1", "device limit s QD32", "share of QD32 limit"],
-            [[r["layout"], f"{r['batch']:,}", r["io_threads"], f"{r['seconds']:.4f}",
-              fmt_rate(r["rows_per_s"]), f"{r['GBps']:.3f}",
-              f"{r['device_limit_qd1_s']:.4f}" if "device_limit_qd1_s" in r else None,
-              f"{r['device_limit_s']:.4f}" if "device_limit_s" in r else None,
-              f"{r['share_of_device_limit']:.0%}" if "share_of_device_limit" in r else None]
-             for r in th]))
-    nb = _sweep(report, "numba_threads")
-    if nb:
-        out.append("\nWarm gathers (page cache, memory-map path) by numba threads:\n")
-        out.append(md_table(["row layout", "batch", "numba threads", "median s", "rows/s", "GB/s"],
-                            [[r["layout"], f"{r['batch']:,}", r["numba_threads"],
-                              f"{r['seconds']:.4f}", fmt_rate(r["rows_per_s"]),
-                              f"{r['GBps']:.3f}"] for r in nb]))
+    times = ["median s", "rows/s", "GB/s"]
+    limits = ["device limit s (random 4 KiB, QD32)", "share of device limit (QD32)"]
+    out = [_gather_table(_sweep(report, None), ["row layout", "batch", "density", "cache",
+                                                "read path", *times, "featurestore speed-up",
+                                                *limits, "same pages sequential s"])]
+    if _sweep(report, "io_threads"):
+        out += ["\nCold gathers by reads in flight (`io_threads`, pread path):\n",
+                _gather_table(_sweep(report, "io_threads"),
+                              ["row layout", "batch", "io_threads", *times,
+                               "device limit s (random 4 KiB, QD1)", *limits])]
+    if _sweep(report, "numba_threads"):
+        out += ["\nWarm gathers (page cache, memory-map path) by numba threads:\n",
+                _gather_table(_sweep(report, "numba_threads"),
+                              ["row layout", "batch", "numba threads", *times])]
     if report.get("device"):
-        out.append("\nThe device under each store (page cache bypassed):\n")
-        out.append(_device_md(report["device"]))
+        out += ["\nThe device under each store (page cache bypassed):\n",
+                _device_md(report["device"])]
     return "\n".join(out)
 
 
@@ -166,12 +168,9 @@ def _sample_plots(report: dict, outdir: str) -> list[str]:
                        "per second (log scale)",
                        f"Neighbour sampling, fanouts {o['fanouts']}, batch {o['batch_size']} "
                        f"({o['num_nodes']:,} nodes, {o['num_edges']:,} edges)", logy=True)]
-    st = [r for r in ok if r.get("stage_ms")]
+    st = [(r["peer"], r["stage_ms"]) for r in ok if r.get("stage_ms")]
     if st:
-        names = list(dict.fromkeys(k for r in st for k in r["stage_ms"]))
-        files.append(plot_stacked(os.path.join(outdir, "sample-stages.png"),
-                                  [r["peer"] for r in st],
-                                  {n: [r["stage_ms"].get(n, 0.0) for r in st] for n in names},
+        files.append(plot_stacked(os.path.join(outdir, "sample-stages.png"), st,
                                   "milliseconds per batch (median)",
                                   "Time per pipeline stage: sample, then gather the features"))
     return files
@@ -193,7 +192,7 @@ def _loader_entries(report: dict) -> list[tuple[str, dict]]:
             out.append((f"DGL {r.get('mode')}", {
                 "batches_per_s": r.get("batches_per_s"), "seeds_per_s": r.get("seeds_per_s"),
                 "edges_per_batch": r.get("sampled_edges_per_batch"), "batches": r.get("batches"),
-                "cpu_seconds": r.get("cpu_seconds"),
+                "cpu_ms_per_batch": r.get("cpu_ms_per_batch"),
                 **({"error": r["error"]} if "error" in r else {})}))
         if "skipped" in dgl or "error" in dgl:
             out.append(("DGL", {"error": dgl.get("skipped") or dgl.get("error")}))
@@ -209,11 +208,9 @@ def _ooc_md(rep: dict) -> list[str]:
         for e in (rep.get(key) or {}).get("epochs") or []:
             c = e.get("cache") or {}
             hit = c.get("hits") or c.get("misses")
-            rows.append([name, e.get("epoch"), fmt_rate(e.get("seeds_per_s")), e.get("batches"),
-                         f"{c['hit_rate']:.1%}" if hit else None,
-                         f"{c['misses']:,.0f}" if hit else None,
-                         f"{c['reads']:,.0f}" if hit else None,
-                         f"{c['mb_read']:.0f}" if hit else None])
+            rows.append([name, e.get("epoch"), fmt_rate(e.get("seeds_per_s")), e.get("batches")]
+                        + ([f"{c['hit_rate']:.1%}", f"{c['misses']:,.0f}", f"{c['reads']:,.0f}",
+                            f"{c['mb_read']:.0f}"] if hit else [None] * 4))
     if not rows:
         return []
     ours = rep.get("ooc_ours") or {}
@@ -236,11 +233,10 @@ def _loader_md(report: dict) -> str:
         if r.get("error") or not r.get("batches_per_s"):
             rows.append([name, None, None, None, None, None, str(r.get("error", ""))[-200:]])
             continue
-        cpu = r.get("cpu_ms_per_batch") or (1e3 * r["cpu_seconds"] / max(r["batches"], 1)
-                                            if r.get("cpu_seconds") and r.get("batches") else None)
+        cpu = r.get("cpu_ms_per_batch")
         rows.append([name, f"{r['batches_per_s']:.2f}", fmt_rate(r.get("seeds_per_s")),
                      f"{r.get('edges_per_batch') or 0:,.0f}", r.get("batches"),
-                     f"{cpu:.0f}" if cpu else None, r.get("memcap", "")])
+                     f"{cpu:.0f}" if cpu is not None else None, r.get("memcap", "")])
     g = rep.get("ooc_graph")
     head = (f"Loader: {rep.get('nodes', 0):,} nodes, {rep.get('edges', 0):,} edges, fanouts "
             f"{rep.get('fanouts')}, batch {rep.get('batch_size')}; {rep.get('cpus')} CPUs"
@@ -264,12 +260,10 @@ def _loader_plots(report: dict, outdir: str) -> list[str]:
                        [textwrap.fill(n, 22) for n, _ in ok],
                        {"batches/s": [r["batches_per_s"] for _, r in ok]}, "batches per second",
                        "Sampler and loader throughput (higher is better)")]
-    st = [(n, r["stage_ms_per_batch"]) for n, r in ok if r.get("stage_ms_per_batch")]
+    st = [(textwrap.fill(n, 28), r["stage_ms_per_batch"]) for n, r in ok
+          if r.get("stage_ms_per_batch")]
     if st:
-        names = list(dict.fromkeys(k for _, d in st for k in d))
-        files.append(plot_stacked(os.path.join(outdir, "loader-stages.png"),
-                                  [textwrap.fill(n, 28) for n, _ in st],
-                                  {k: [d.get(k, 0.0) for _, d in st] for k in names},
+        files.append(plot_stacked(os.path.join(outdir, "loader-stages.png"), st,
                                   "milliseconds per batch (stage threads overlap)",
                                   "Our loader: time per pipeline stage"))
     return files
@@ -280,24 +274,27 @@ def _gib(b) -> str:
     return f"{b / 2**30:.2f} GiB" if b else ""
 
 
+def _median(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
 def _preprocess_md(report: dict) -> str:
     res = report["results"]
     rows = []
     e = res.get("edges")
     if isinstance(e, dict) and "ours" in e:
-        t = statistics.median(r["seconds"] for r in e["ours"])
-        gb = statistics.median(r["gb_read"] for r in e["ours"])
+        t, gb = _median(e["ours"], "seconds"), _median(e["ours"], "gb_read")
         rows.append(["COO -> CSC (ours, out of core)", f"{e['edges']:,} edges", f"{t:.2f}",
                      fmt_rate(e["edges"] / t), f"{gb / t:.2f}", _gib(e.get("ours_peak_anon")),
                      e.get("memcap") or ""])
         if e.get("scipy"):
-            ts = statistics.median(r["seconds"] for r in e["scipy"])
+            ts = _median(e["scipy"], "seconds")
             rows.append(["COO -> CSC (scipy tocsc, in RAM)", f"{e['edges']:,} edges",
                          f"{ts:.2f}", fmt_rate(e["edges"] / ts), None,
                          _gib(e.get("scipy_peak_anon")), ""])
     f = res.get("features")
     if isinstance(f, dict) and "runs" in f:
-        t = statistics.median(r["seconds"] for r in f["runs"])
+        t = _median(f["runs"], "seconds")
         rows.append(["features fp32 -> fp16 store", f"{f['rows']:,} x {f['dim']}", f"{t:.2f}",
                      fmt_rate(f["rows"] / t) + " rows", f"{f['gb_per_s']:.2f}",
                      _gib(f.get("peak_anon")), f.get("memcap") or ""])
@@ -312,19 +309,14 @@ def _preprocess_plots(report: dict, outdir: str) -> list[str]:
     e = report["results"].get("edges")
     if not (isinstance(e, dict) and e.get("ours")):
         return []
-    phases = {}
+    ours = {}
     for k in e["ours"][0].get("phases", {}):
         vals = [r["phases"][k] for r in e["ours"] if r["phases"].get(k) is not None]
         if vals:  # a stage that did not run (e.g. no spill pass) has None
-            phases[k.replace("_seconds", "")] = [statistics.median(vals)]
-    labels = ["ours (out of core)"]
-    if e.get("scipy"):
-        labels.append("scipy tocsc (in RAM)")
-        for k in phases:
-            phases[k].append(0.0)
-        phases["scipy tocsc"] = [0.0] * (len(labels) - 1) + [
-            statistics.median(r["seconds"] for r in e["scipy"])]
-    return [plot_stacked(os.path.join(outdir, "preprocess-stages.png"), labels, phases,
+            ours[k.replace("_seconds", "")] = statistics.median(vals)
+    bars = [("ours (out of core)", ours)] + ([("scipy tocsc (in RAM)", {"scipy tocsc": _median(
+        e["scipy"], "seconds")})] if e.get("scipy") else [])
+    return [plot_stacked(os.path.join(outdir, "preprocess-stages.png"), bars,
                          "seconds (median)", f"COO -> CSC of {e['edges']:,} edges: time per stage")]
 
 

@@ -11,6 +11,7 @@ non-interactive Agg backend; each has labelled axes with units.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import math
@@ -34,8 +35,6 @@ __all__ = ["MissingDependencyError", "Timing", "machine_info", "timed_trials", "
 
 
 def _version(mod: str) -> str | None:
-    import importlib.metadata
-
     try:
         return importlib.metadata.version(mod)
     except importlib.metadata.PackageNotFoundError:
@@ -62,36 +61,26 @@ def _proc(path: str, prefix: str) -> str | None:
 
 
 def machine_info(path: str | None = None) -> dict:
-    """The machine, the versions of every package a benchmark may touch, and the load.
-
-    Parameters
-    ----------
-    path
-        A directory whose file system is named in the report (the store's).
-    """
+    """The machine, the versions of every package a benchmark may touch, the load, and the
+    file system of the directory ``path`` (the store's) when given."""
     import featurestore as fs
 
     mem = _proc("/proc/meminfo", "MemTotal:")
-    info = {
-        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "host": platform.node(), "platform": platform.platform(),
-        "cpu": _proc("/proc/cpuinfo", "model name") or platform.processor(),
-        "cpus": os.cpu_count(),
-        "mem_total_gib": round(int(mem.split()[0]) / 2**20, 1) if mem else None,
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(), "featurestore": fs.__version__,
-        "fio": _fio_version(),
-    }
+    info = {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "host": platform.node(), "platform": platform.platform(),
+            "cpu": _proc("/proc/cpuinfo", "model name") or platform.processor(),
+            "cpus": os.cpu_count(),
+            "mem_total_gib": round(int(mem.split()[0]) / 2**20, 1) if mem else None,
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "python": platform.python_version(), "featurestore": fs.__version__,
+            "fio": _fio_version()}
     for mod in ("numpy", "numba", "zarr", "torch", "torch_geometric", "torch_sparse",
                 "pyg_lib", "matplotlib"):
         info[mod] = _version(mod.replace("_", "-")) or _version(mod)
-    if path is not None:
-        try:
-            st = os.statvfs(path)
-            info["fs_free_gib"] = round(st.f_bavail * st.f_frsize / 2**30, 1)
-            info["fs_path"] = os.path.abspath(path)
-        except OSError:
-            pass
+    if path is not None and os.path.isdir(path):
+        st = os.statvfs(path)
+        info.update(fs_free_gib=round(st.f_bavail * st.f_frsize / 2**30, 1),
+                    fs_path=os.path.abspath(path))
     return info
 
 
@@ -306,14 +295,15 @@ def plot_bars(path: str, labels: Sequence[str], groups: dict[str, Sequence[float
     return _save(plt, fig, path)
 
 
-def plot_stacked(path: str, labels: Sequence[str], stages: dict[str, Sequence[float]],
-                 xlabel: str, title: str) -> str:
-    """Horizontal stacked bars: time per stage (``stages[name][i]`` for ``labels[i]``)."""
+def plot_stacked(path: str, bars: Sequence[tuple[str, dict[str, float]]], xlabel: str,
+                 title: str) -> str:
+    """Horizontal stacked bars: one ``(label, {stage: time})`` per bar (a missing stage: 0)."""
     plt = _plt()
+    labels = [label for label, _ in bars]
     fig, ax = plt.subplots(figsize=(9.0, 1.6 + 0.6 * len(labels)))
     left = np.zeros(len(labels))
-    for name, vals in stages.items():
-        v = np.array(vals, dtype=float)
+    for name in dict.fromkeys(k for _, stages in bars for k in stages):
+        v = np.array([stages.get(name, 0.0) for _, stages in bars], dtype=float)
         ax.barh(labels, v, left=left, label=name)
         left += v
     for i, tot in enumerate(left):

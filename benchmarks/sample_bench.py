@@ -29,16 +29,14 @@ from .workload import run_dgl_peer, seed_batches, synthetic_store
 log = logging.getLogger(__name__)
 
 PEERS = ("featurestore", "pyg", "dgl")
-DGL_MODES = {
-    "sampler": ("dgl", "dgl.dataloading.NeighborSampler"),
-    "graphbolt": ("dgl-graphbolt", "GraphBolt sample_neighbor + fetch_feature (features in RAM; "
-                  "a whole loader, not comparable with samplers alone)"),
-}
+DGL_MODES = {"sampler": ("dgl", "dgl.dataloading.NeighborSampler"),
+             "graphbolt": ("dgl-graphbolt", "GraphBolt sample_neighbor + fetch_feature (features "
+                           "in RAM; a whole loader, not comparable with samplers alone)")}
 
 
 @dataclass(frozen=True)
 class SampleOptions:
-    """What ``bench sample`` measures."""
+    """Neighbour sampling: ours vs PyG (torch-sparse/pyg-lib) and DGL."""
 
     workdir: str = opt("bench-data", "where the synthetic graph is made")
     store: str | None = opt(None, "a store (default: a synthetic power-law graph); the peers "
@@ -155,8 +153,7 @@ def pyg_missing() -> str | None:
 def bench_dgl(path: str, o: SampleOptions, modes=("sampler", "graphbolt")) -> list[dict]:
     """DGL's sampler (and GraphBolt's pipeline) in DGL's own environment: one process, one
     trial of ``batches * trials`` batches per mode (a process start costs seconds)."""
-    rep = run_dgl_peer(path, o.fanouts, o.batch_size, modes, o.batches * o.trials,
-                       warmup=o.warmup)
+    rep = run_dgl_peer(path, o.fanouts, o.batch_size, modes, o.batches * o.trials, warmup=o.warmup)
     if "results" not in rep:
         return [{"peer": "dgl", "status": "not installed" if "skipped" in rep else "error",
                  "why": rep.get("skipped") or rep.get("error")}]

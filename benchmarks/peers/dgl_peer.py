@@ -39,6 +39,7 @@ Only homogeneous stores (one node type, one edge type) are supported.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -133,7 +134,8 @@ def _timed(name: str, batches, args, count_edges, seeds_per_batch) -> dict:
     # cpu_seconds: this process's CPU time (not its workers'); on a loaded machine wall time
     # overstates the cost, CPU time per batch does not
     res = {"mode": name, **{k: lp[k] for k in ("batches", "seconds", "cpu_seconds",
-                                               "batches_per_s", "seeds_per_s")},
+                                               "cpu_ms_per_batch", "batches_per_s",
+                                               "seeds_per_s")},
            "sampled_edges_per_batch": lp["edges_per_batch"] if lp["batches"] else None,
            "sampled_edges_per_s": lp["edges_per_s"], "peak_rss_mib": round(_rss_mib(), 1)}
     log.info("%s: %d batches in %.2f s: %.2f batches/s, %.3g sampled edges/s", name,
@@ -147,10 +149,7 @@ def _block_edges(blocks) -> int:
 
 def _epochs(make_iter):
     """Iterate over epochs without end (the timing loop stops it)."""
-    epoch = 0
-    while True:
-        yield from make_iter(epoch)
-        epoch += 1
+    return itertools.chain.from_iterable(map(make_iter, itertools.count()))
 
 
 def _sampler(ctx) -> dict:
@@ -233,8 +232,7 @@ def _context(args, store) -> dict:
         "batch_size": args.batch_size, "num_seeds": int(ctx["seeds"].numel()),
         "num_nodes": store.num_nodes(ntype), "num_edges": store.num_edges(etype),
         "feature": {"name": args.feature, "dtype": str(ctx["feats"].dtype),
-                    "shape": list(ctx["feats"].shape)},
-        "setup": {}, "results": []}
+                    "shape": list(ctx["feats"].shape)}, "setup": {}, "results": []}
     t = time.perf_counter()
     indptr_np, indices_np = store.csc(etype)
     ctx["indptr"] = torch.from_numpy(np.asarray(indptr_np, dtype=np.int64))

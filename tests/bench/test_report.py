@@ -76,7 +76,8 @@ def test_charts_are_png(tmp_path):
         {"label": "limit", "x": [1000, 10000], "y": [3e5, 3e5], "style": "--"}]}],
         "batch size (ids)", "rows/s", "title")
     b = plot_bars(str(tmp_path / "b.png"), ["x", "y"], {"g": [1.0, None]}, "per s", "bars")
-    c = plot_stacked(str(tmp_path / "s.png"), ["x"], {"a": [1.0], "b": [2.0]}, "ms", "stages")
+    c = plot_stacked(str(tmp_path / "s.png"), [("x", {"a": 1.0, "b": 2.0}), ("y", {"b": 3.0})],
+                     "ms", "stages")
     for f in (a, b, c):
         assert open(f, "rb").read(8) == PNG
 
@@ -149,3 +150,42 @@ def test_preprocess_chart_skips_stages_that_did_not_run(tmp_path):
         {"seconds": 1.0, "phases": {"histogram_seconds": 0.5, "spill_seconds": None}}]}}}
     (f,) = render.plots(rep, str(tmp_path))
     assert open(f, "rb").read(8) == PNG
+
+
+def test_memcap_from_option_env_or_path(tmp_path, monkeypatch):
+    from benchmarks.report import MissingDependencyError
+    from benchmarks.workload import memcap_command
+    from featurestore.errors import FeatureStoreError
+
+    tool = tmp_path / "memcap"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.delenv("FEATURESTORE_MEMCAP", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(MissingDependencyError, match="FEATURESTORE_MEMCAP") as e:
+        memcap_command("1G")
+    assert isinstance(e.value, FeatureStoreError) and isinstance(e.value, ImportError)
+    assert memcap_command("1G", str(tool)) == [str(tool), "1G", "--"]
+    monkeypatch.setenv("FEATURESTORE_MEMCAP", str(tool))
+    assert memcap_command("2G")[0] == str(tool)
+    monkeypatch.delenv("FEATURESTORE_MEMCAP")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert memcap_command("2G")[0] == str(tool)
+
+
+def test_options_flags_sizes_and_given():
+    """Flags come from the option fields; the sizes at a scale, then the flags given, win."""
+    import argparse
+
+    from benchmarks.loader_bench import LoaderOptions
+    from benchmarks.options import Sizes, add_options, given, sized
+
+    p = argparse.ArgumentParser()
+    add_options(p, LoaderOptions)
+    ns = p.parse_args(["--fanouts", "5,3", "--batches", "4e1", "--ooc-cache", "none"])
+    assert given(ns, LoaderOptions) == {"fanouts": (5, 3), "batches": 40, "ooc_cache": "none"}
+    sz = Sizes.at(0.02)
+    o = sized(LoaderOptions, sz, batches=7)
+    assert (o.nodes, o.edges, o.batches, o.seconds) == (sz.nodes, sz.edges, 7, sz.loader_seconds)
+    with pytest.raises(SystemExit):
+        p.parse_args(["--ooc-cache", "lfu"])
