@@ -15,7 +15,7 @@ Nothing is read into memory up front. Node features and value arrays (``x``, ``f
 rows from the store. Split masks (``train_mask``...) are built from the split ids on first
 use (one byte per node). Topology is the store's CSC: ``edge_index`` is not materialised, and
 setting attributes (``data.edge_index = to_undirected(...)``) is refused with a message, since a
-store is read-only.
+store is read-only. OGB-LSC's ``MAG240MDataset`` is in :mod:`loaders.lsc`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from featurestore.errors import NotAStoreError, StoreNotFoundError
 from .errors import LoaderArgumentError
 
 __all__ = ["LazyRows", "NodeView", "StoreData", "StoreGraph", "PygNodePropPredDataset",
-           "DglNodePropPredDataset", "AsNodePredDataset", "OGB_MAG", "MAG240MDataset",
-           "as_store"]
+           "DglNodePropPredDataset", "AsNodePredDataset", "OGB_MAG", "as_store"]
 
 #: PyG's mask name and DGL's index name of each split, and the store split names they read.
 SPLITS = {"train": ("train_mask", "train_idx", ("train",)),
@@ -507,73 +506,6 @@ class OGB_MAG(_Dataset):  # noqa: N801 - PyG's name
                     f"Expected a 'feat' feature for every node type of {self.store.url} "
                     f"(preprocess={preprocess!r}). Node types {bare} have none: derive them "
                     "when you preprocess (--derive-features), or pass preprocess=None.")
-
-
-class MAG240MDataset(_Dataset):
-    """OGB-LSC's ``MAG240MDataset(root)`` over the store at ``root`` (or ``root/mag240m``).
-
-    Answers the counts (``num_papers``, ``num_authors``, ``num_institutions``,
-    ``num_paper_features``, ``num_classes``), ``get_idx_split(name)``, ``paper_feat`` /
-    ``paper_label`` / ``paper_year`` (as :class:`LazyRows`: indexing gathers rows from the
-    store, nothing is read whole), and ``to_pyg_hetero_data()``: a :class:`StoreData` view
-    in place of PyG's in-memory ``HeteroData``.
-    """
-
-    def __init__(self, root: str | os.PathLike = "dataset", **kwargs):
-        super().__init__("mag240m", root, **kwargs)
-
-    def _count(self, ntype: str) -> int:
-        return self.store.num_nodes(ntype)
-
-    @property
-    def num_papers(self) -> int:
-        """The number of papers."""
-        return self._count("paper")
-
-    @property
-    def num_authors(self) -> int:
-        """The number of authors."""
-        return self._count("author")
-
-    @property
-    def num_institutions(self) -> int:
-        """The number of institutions."""
-        return self._count("institution")
-
-    @property
-    def num_paper_features(self) -> int:
-        """The width of the papers' features."""
-        return int(self.store.features("paper").shape[1])
-
-    @property
-    def num_classes(self) -> int:
-        """The number of paper classes."""
-        return self.store.num_classes("paper")
-
-    @property
-    def paper_feat(self) -> LazyRows:
-        """The papers' features (rows gathered on indexing)."""
-        return NodeView(self.store, "paper").x
-
-    @property
-    def paper_label(self) -> LazyRows:
-        """The papers' labels (``-1`` for an unlabelled paper, where OGB has NaN)."""
-        return NodeView(self.store, "paper").y
-
-    @property
-    def paper_year(self) -> LazyRows:
-        """The papers' publication years."""
-        return NodeView(self.store, "paper").year
-
-    def get_idx_split(self, split: str | None = None):
-        """Paper ids of ``split`` (``train``, ``valid``, ``test-dev``...), or a dict of all."""
-        if split is not None:
-            return split_ids(self.store, split, "paper")
-        return {k: split_ids(self.store, k, "paper") for k in self.store.split_names}
-
-    def to_pyg_hetero_data(self) -> StoreData:
-        """A :class:`StoreData` view: ``data['paper'].x``, ``.y``, masks, ``metadata()``."""
-        return StoreData(self.store)
 
 
 class DglNodePropPredDataset(_Dataset):

@@ -99,6 +99,14 @@ class MAG240MDataset:
         dst = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
         return np.stack([np.asarray(indices, np.int64), dst])
 
+    def to_pyg_hetero_data(self):
+        """A :class:`~loaders.datasets.StoreData` view in place of PyG's in-memory
+        ``HeteroData``: ``data['paper'].x`` (rows gathered on indexing), ``.y``, the split
+        masks, ``metadata()``, ``num_classes``; ``NeighborLoader(data, ...)`` takes it."""
+        from .datasets import StoreData
+
+        return StoreData(self.store)
+
     def homogeneous(self, node_types=None) -> HomogeneousGraph:
         """The store as one homogeneous graph numbered in ``node_types`` order (default the
         store's, which is DGL's: author, institution, paper; OGB-LSC's R-GNN numbers
