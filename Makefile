@@ -42,8 +42,11 @@ bench-peers: $(STAMP)
 	  $(BIN)/pip wheel --no-build-isolation --no-deps -w $(WHEELCACHE) torch-scatter==2.1.2 torch-sparse==0.6.18; \
 	  $(BIN)/pip install --quiet $(WHEELCACHE)/torch_s*.whl; fi
 
+# the out-of-core loader runs under memcap (benchmarks.workload.memcap_command)
+MEMCAP ?= ../shared/tools/memcap
 bench: bench-peers
-	$(BIN)/featurestore bench all --scale 0.01 --plot --workdir bench-data --out bench-results
+	FEATURESTORE_MEMCAP=$${FEATURESTORE_MEMCAP:-$(abspath $(MEMCAP))} \
+	  $(BIN)/featurestore bench all --scale 0.01 --plot --workdir bench-data --out bench-results
 
 bench-gather: $(STAMP)
 	$(BIN)/featurestore bench gather --workdir bench-data --json bench-data/gather.json
