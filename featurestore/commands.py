@@ -163,7 +163,7 @@ def _probe_iops(store: str, seconds: float) -> tuple[float | None, str]:
     largest file with the page cache bypassed (nothing is written)."""
     import os
 
-    from benchmarks.all import MIN_PROBE_MIB, run_device
+    from benchmarks.device import MIN_PROBE_MIB, DeviceOptions, run
 
     best, size = None, -1
     for d, _, names in os.walk(store):
@@ -176,7 +176,7 @@ def _probe_iops(store: str, seconds: float) -> tuple[float | None, str]:
         sys.stderr.write(f"{store}: no file of {MIN_PROBE_MIB} MiB to probe the device "
                          "through; pass --read-iops for the device bound\n")
         return None, "none"
-    rep = run_device(best, seconds=seconds, size_mib=MIN_PROBE_MIB)
+    rep = run(DeviceOptions(target=best, seconds=seconds, size_mib=MIN_PROBE_MIB))
     d = next(iter(rep["results"].values()))
     sys.stderr.write(f"measured {d['randread_4k_qd32_iops']:,.0f} random 4 KiB reads/s at "
                      f"queue depth 32 ({d['tool']}, {seconds:g} s per probe); pass --read-iops "
