@@ -2,7 +2,7 @@
 
 Each package contributes its subcommands through a ``register(subparsers)`` function in its
 own ``cli`` module, imported here by name so that ``featurestore`` itself stays free of the
-layers above it (DESIGN.md).
+layers above it (docs/design.md).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "preprocess.cli",
     "preprocess.synth.cli",
     "benchmarks.cli",
+    "benchmarks.plan_cli",
     "benchmarks.demo",
 ]
 

@@ -1,8 +1,5 @@
-"""``featurestore info``, ``verify``, ``replicate`` and ``plan``.
-
-``plan`` is a front end to :func:`loaders.plan.plan`, imported when the command runs (the CLI
-sits above every layer; the ``featurestore`` package itself does not import ``loaders``).
-"""
+"""``featurestore info``, ``verify`` and ``replicate`` (``plan`` is in ``benchmarks.plan_cli``:
+it plans a loader and may probe the device, so it sits above ``loaders``)."""
 
 from __future__ import annotations
 
@@ -134,58 +131,8 @@ def _cmd_replicate(args) -> int:
     return 0
 
 
-def _cmd_plan(args) -> int:
-    from loaders.budget import parse_size  # as NeighborLoader(memory=) reads sizes: GB = 1e9
-    from loaders.plan import parse_input, plan
-
-    fanouts = [int(x) for x in args.fanouts.split(",") if x.strip()]
-    memory = parse_size(args.memory) if args.memory else None
-    with open_store(args.store) as s:
-        inp = parse_input(s, args.input)
-        iops, src = args.read_iops, "--read-iops"
-        if iops is None and not args.no_probe:
-            iops, src = _probe_iops(args.store, args.probe_seconds)
-        p = plan(s, inp, fanouts, batch_size=args.batch_size, memory=memory, read_iops=iops,
-                 read_iops_source=src, batches=args.batches, prefetch=args.prefetch,
-                 batches_in_flight=args.batches_in_flight, device=args.device,
-                 seed=args.seed, feature=args.feature, ntype=args.ntype,
-                 interpreter_bytes=parse_size(args.interpreter) if args.interpreter else None)
-    if args.json:
-        json.dump(p.as_dict(), sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
-    else:
-        print(p.table())
-    return 0
-
-
-def _probe_iops(store: str, seconds: float) -> tuple[float | None, str]:
-    """Random 4 KiB reads/s at queue depth 32 on the store's device, read through the store's
-    largest file with the page cache bypassed (nothing is written)."""
-    import os
-
-    from benchmarks.device import MIN_PROBE_MIB, DeviceOptions, run
-
-    best, size = None, -1
-    for d, _, names in os.walk(store):
-        for n in names:
-            p = os.path.join(d, n)
-            s = os.path.getsize(p) if os.path.isfile(p) else -1
-            if s > size:
-                best, size = p, s
-    if best is None or size < MIN_PROBE_MIB << 20:
-        sys.stderr.write(f"{store}: no file of {MIN_PROBE_MIB} MiB to probe the device "
-                         "through; pass --read-iops for the device bound\n")
-        return None, "none"
-    rep = run(DeviceOptions(target=best, seconds=seconds, size_mib=MIN_PROBE_MIB))
-    d = next(iter(rep["results"].values()))
-    sys.stderr.write(f"measured {d['randread_4k_qd32_iops']:,.0f} random 4 KiB reads/s at "
-                     f"queue depth 32 ({d['tool']}, {seconds:g} s per probe); pass --read-iops "
-                     "to skip the probe\n")
-    return float(d["randread_4k_qd32_iops"]), f"measured ({d['tool']}, QD32)"
-
-
 def register(sub) -> None:
-    """Add ``info``, ``verify``, ``replicate`` and ``plan`` to the ``featurestore`` parser."""
+    """Add ``info``, ``verify`` and ``replicate`` to the ``featurestore`` parser."""
     p = sub.add_parser("info", help="schema, counts, dtypes, sizes on disk and provenance")
     p.add_argument("store", help="store path or fsspec URL")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -216,41 +163,3 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd_replicate)
-    _register_plan(sub)
-
-
-def _register_plan(sub) -> None:
-    p = sub.add_parser(
-        "plan", help="capacity plan of a loader on a store: rows and bytes per batch, memory, "
-        "cache hit rate, reads per batch and the seeds/s bound",
-        description="Samples batches as NeighborLoader(shuffle=True) would (no feature read) "
-        "and prints what the loader needs and achieves: distinct rows and bytes per batch, rows "
-        "touched per epoch, the memory plan, the static cache's hit rate at --memory, reads per "
-        "batch after the cache and the seeds/s bound at the device's random-read rate.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("store", help="store path")
-    p.add_argument("--input", default="train", help="seeds: TYPE:SPLIT, or SPLIT")
-    p.add_argument("--fanouts", default="15,10,5", help="per hop from the seeds")
-    p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--memory", help="memory the loader's process may use (e.g. 16GiB; "
-                   "default: the cgroup limit, else the memory available)")
-    p.add_argument("--read-iops", type=float,
-                   help="the device's random 4 KiB reads/s at queue depth 32 (default: probe it "
-                   "for --probe-seconds; `featurestore bench device` measures it too)")
-    p.add_argument("--probe-seconds", type=float, default=2.0, help="seconds per device probe")
-    p.add_argument("--no-probe", action="store_true", help="no device probe: no I/O bound")
-    p.add_argument("--batches", type=int, help="batches sampled per epoch (default: the "
-                   "whole epoch up to 64 batches, else 64)")
-    p.add_argument("--prefetch", type=int, default=2, help="the loader's prefetch")
-    p.add_argument("--batches-in-flight", type=int, default=2,
-                   help="the loader's batches_in_flight (feature buffers on the CPU)")
-    p.add_argument("--device", default="cpu",
-                   help="where batches go: cpu, or cuda (pinned staging, no CPU batch buffers)")
-    p.add_argument("--interpreter",
-                   help="memory counted for the interpreter (default: what this process holds "
-                        "after importing loaders and torch, as a training process would)")
-    p.add_argument("--ntype", help="node type whose rows are cached (default: the featured one)")
-    p.add_argument("--feature", default="feat")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_cmd_plan)

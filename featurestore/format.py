@@ -96,7 +96,7 @@ def inner_chunk_rows(row_bytes: int, target: int = INNER_CHUNK_BYTES) -> int:
 
 
 def index_dtype(max_id: int) -> np.dtype:
-    """int32 when every id fits, else int64 (DESIGN.md: topology)."""
+    """int32 when every id fits, else int64 (docs/design.md, "The store")."""
     return np.dtype(np.int32) if max_id < 2**31 - 1 else np.dtype(np.int64)
 
 

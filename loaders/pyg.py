@@ -11,7 +11,7 @@
   ``torch_geometric.loader.NodeLoader((fs, gs), node_sampler=NeighborSampler(store, ...),
   input_nodes=...)`` runs on the store with our sampler.
 
-Only this module imports torch_geometric (DESIGN.md: layers).
+Only this module imports torch_geometric (docs/design.md, "Layers").
 """
 
 from __future__ import annotations
