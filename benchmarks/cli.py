@@ -1,4 +1,4 @@
-"""``featurestore bench device|gather|sample|loader|preprocess|cache|all``.
+"""``featurestore bench device|gather|sample|loader|preprocess|cache|remote|partition|all``.
 
 Each subcommand's flags are the fields of its options dataclass (:mod:`benchmarks.options`).
 It runs on a given store (or a synthetic one it makes at ``--scale``, see
@@ -19,7 +19,11 @@ DEFAULT_OUT = "bench-results"
 BENCHES = {"device": ("device", "DeviceOptions"), "gather": ("gather_bench", "GatherOptions"),
            "sample": ("sample_bench", "SampleOptions"), "loader": ("loader_bench", "LoaderOptions"),
            "cache": ("cache_bench", "CacheOptions"),
-           "preprocess": ("preprocess_bench", "PreprocessOptions")}
+           "preprocess": ("preprocess_bench", "PreprocessOptions"),
+           "remote": ("remote_bench", "RemoteOptions"),
+           "partition": ("partition_bench", "PartitionOptions")}
+#: benchmarks with their own sizes (no --scale / --quick)
+UNSIZED = ("device", "remote", "partition")
 
 
 def _options(name: str, args: argparse.Namespace):
@@ -85,7 +89,7 @@ def register(sub) -> None:
         cls = getattr(importlib.import_module(f"benchmarks.{module}"), cls)
         p = bsub.add_parser(name, help=_help(cls))
         add_options(p, cls)
-        _common(p, sized=name != "device")
+        _common(p, sized=name not in UNSIZED)
         p.set_defaults(func=_run)
     p = bsub.add_parser("all", help=_help(AllOptions))
     add_options(p, AllOptions)

@@ -27,41 +27,39 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
+
+from .options import opt
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("loader", "random", "ldg", "fennel", "blocks")
 
 
-def _opt(default, help: str):  # noqa: A002  (argparse's word)
-    return field(default=default, metadata={"help": help})
-
-
 @dataclass(frozen=True)
 class PartitionOptions:
     """Options of the ``partition`` benchmark (fields are the command line's flags)."""
 
-    workdir: str | None = _opt(None, "where the SBM twin is made (default: a temporary "
+    workdir: str | None = opt(None, "where the SBM twin is made (default: a temporary "
                                      "directory, removed after)")
-    store: str | None = _opt(None, "an existing homogeneous store with a train split instead "
+    store: str | None = opt(None, "an existing homogeneous store with a train split instead "
                                    "of the SBM twin (its 'block' values, if any, for 'blocks')")
-    nodes: int = _opt(200_000, "nodes of the SBM twin")
-    blocks: int = _opt(20, "blocks of the SBM twin")
-    deg_in: float = _opt(12.0, "expected degree inside a node's block")
-    deg_out: float = _opt(3.0, "expected degree outside a node's block")
-    train_share: float = _opt(0.1, "train seeds as a share of the nodes")
-    world_sizes: tuple[int, ...] = _opt((2, 4), "ranks")
-    splits: tuple[str, ...] = _opt(SPLITS, "seed splits to compare")
-    fanouts: tuple[int, ...] = _opt((10, 5), "per hop from the seeds")
-    batch_size: int = _opt(1024, "seeds per batch")
-    cache_shares: tuple[float, ...] = _opt((0.02, 0.05, 0.10),
+    nodes: int = opt(200_000, "nodes of the SBM twin")
+    blocks: int = opt(20, "blocks of the SBM twin")
+    deg_in: float = opt(12.0, "expected degree inside a node's block")
+    deg_out: float = opt(3.0, "expected degree outside a node's block")
+    train_share: float = opt(0.1, "train seeds as a share of the nodes")
+    world_sizes: tuple[int, ...] = opt((2, 4), "ranks")
+    splits: tuple[str, ...] = opt(SPLITS, "seed splits to compare")
+    fanouts: tuple[int, ...] = opt((10, 5), "per hop from the seeds")
+    batch_size: int = opt(1024, "seeds per batch")
+    cache_shares: tuple[float, ...] = opt((0.02, 0.05, 0.10),
                                            "static cache sizes per rank, share of the rows")
-    epochs: int = _opt(2, "epochs sampled per rank: the first presamples the cache")
-    passes: int = _opt(8, "streaming passes of ldg / fennel")
-    seed: int = _opt(0, "seed of the splits and the loaders")
+    epochs: int = opt(2, "epochs sampled per rank: the first presamples the cache")
+    passes: int = opt(8, "streaming passes of ldg / fennel")
+    seed: int = opt(0, "seed of the splits and the loaders")
 
 
 # -- the graph -----------------------------------------------------------------------------------
@@ -213,26 +211,3 @@ def run(o: PartitionOptions | None = None) -> dict:
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-# -- rendering ---------------------------------------------------------------------------------
-def markdown(report: dict) -> str:
-    """The report as a Markdown table (one row per world size and split)."""
-    g, o = report["graph"], report["options"]
-    shares = [f"{s:g}" for s in o["cache_shares"]]
-    head = (["ranks", "split", "rows touched / rank / epoch", "row reads / rank / epoch"]
-            + [f"hit rate, cache {100 * float(s):g}% of rows" for s in shares]
-            + ["edge cut", "split s"])
-    lines = [f"SBM twin: {g['nodes']:,} nodes, {g['edges']:,} CSC edges, {g['seeds']:,} train "
-             f"seeds; fanouts {o['fanouts']}, batch {o['batch_size']}; hit rates of epoch 2 "
-             "with the static presample cache filled from each rank's epoch 1.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in report["results"]:
-        cut = f"{r['edge_cut']:.3f}" if "edge_cut" in r else "-"
-        cells = ([str(r["world_size"]), r["split"],
-                  f"{r['rows_touched_mean']:,.0f} ({100 * r['rows_touched_share']:.0f}%)",
-                  f"{r['row_reads_mean']:,.0f}"]
-                 + [f"{r['hit_rate_mean'][s]:.3f}" for s in shares]
-                 + [cut, f"{r['split_seconds']:.2f}"])
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"

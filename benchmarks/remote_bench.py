@@ -8,7 +8,7 @@ rows/s of sparse batches (``batch`` random ids, 1% of the rows by default), the 
 per byte the rows needed, and requests per batch. The chunk reader that remote arrays used
 before (zarr inner chunks of ~1 MiB, ``ZarrRows``) is measured on the HTTP server for the
 same batches, its bytes counted by the server. A latency-injected run (``latency_ms`` per
-request, :class:`featurestore.testing.LatencyFileSystem`) counts the round trips of a
+request, :class:`featurestore.loopback.LatencyFileSystem`) counts the round trips of a
 ``latency_rows``-row sparse gather against requests / concurrency.
 
 Loopback servers measure the protocol and the client's work, not a network: the figures
@@ -30,10 +30,10 @@ import numpy as np
 
 import featurestore as fs
 from featurestore.rows import RangeRows, ZarrRows
-from featurestore.testing import LatencyFileSystem, serve_http
+from featurestore.loopback import LatencyFileSystem, serve_http
 
 from .options import opt
-from .report import has, timed_trials
+from .report import has, machine_info, timed_trials
 from .workload import LAYOUTS, synthetic_store
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,8 @@ def run(options: RemoteOptions | None = None, **overrides) -> dict:
         o = RemoteOptions(**{**asdict(o), **overrides})
     path = synthetic_store(o.workdir, o.nodes, o.edges, o.layout)
     batches = _batches(o.nodes, o.batch, o.trials + 1)
-    res: dict = {"options": asdict(o)}
+    res: dict = {"benchmark": "remote", "machine": machine_info(os.path.abspath(o.workdir)),
+                 "options": asdict(o)}
     with fs.open_store(path, io_threads=o.io_threads) as s:
         F = s.features()
         res["row_bytes"] = F.row_bytes

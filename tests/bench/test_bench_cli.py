@@ -239,3 +239,22 @@ def test_loader_and_sampler_on_a_users_heterogeneous_store(tmp_path):
     by = {r["peer"]: r for r in _json(out / "sample.json")["results"]}
     assert by["featurestore"]["trials"][0]["seeds"] == 2 * 64
     assert by["pyg, dgl"]["status"] == "skipped"
+
+
+def test_bench_partition_and_remote_commands(tmp_path):
+    """bench partition and bench remote run from the command line and write their reports."""
+    out = tmp_path / "out"
+    assert cli_main(["bench", "partition", "--nodes", "3000", "--blocks", "6", "--world-sizes",
+                     "2", "--splits", "loader", "--splits", "ldg", "--cache-shares", "0.05",
+                     "--batch-size", "128", "--out", str(out)]) == 0
+    rep = json.loads((out / "partition.json").read_text())
+    assert {r["split"] for r in rep["results"]} == {"loader", "ldg"}
+    assert "| 2 | ldg |" in (out / "partition.md").read_text()
+    assert cli_main(["bench", "remote", "--workdir", str(tmp_path / "w"), "--nodes", "2000",
+                     "--edges", "8000", "--layout", "fp32x128", "--batch", "40", "--trials",
+                     "2", "--no-s3", "--no-zarr-baseline", "--latency-ms", "1",
+                     "--latency-rows", "300", "--out", str(out)]) == 0
+    rep = json.loads((out / "remote.json").read_text())
+    assert rep["benchmark"] == "remote" and rep["http"]["rows_per_s"] > 0
+    assert rep["http"]["bytes_per_byte_needed"] <= 2.0
+    assert "| http |" in (out / "remote.md").read_text()

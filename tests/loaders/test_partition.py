@@ -144,7 +144,8 @@ def test_store_split_names(tmp_path):
 
 
 def test_partition_bench_smoke(tmp_path):
-    from benchmarks.partition_bench import PartitionOptions, markdown, run
+    from benchmarks.partition_bench import PartitionOptions, run
+    from benchmarks.render import markdown
 
     rep = run(PartitionOptions(workdir=str(tmp_path), nodes=4000, blocks=8, deg_out=1.0,
                                world_sizes=(2,), splits=("loader", "ldg", "blocks"),
