@@ -16,6 +16,7 @@ exception, or dropping the iterator) stops and joins every stage thread.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -24,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable, Iterator
 
-import numba
 import numpy as np
 import torch
 
@@ -39,7 +39,7 @@ from .budget import (LoaderPlan, available_memory, limit_allocator_slack, parse_
 from .cache import (POLICIES, FeatureCache, degree_counts, presample_counts, presample_scores,
                     rank_rows)
 from .errors import LoaderArgumentError
-from .sampler import CSCGraph, MiniBatch, NeighborSampler, SampledSubgraph
+from .sampler import CSCGraph, MiniBatch, NeighborSampler, SampledSubgraph, numba_threads
 
 __all__ = ["NeighborLoader", "LoaderStats", "resolve_input_nodes"]
 
@@ -174,15 +174,7 @@ _DONE = object()
 
 def _on(stream):
     """``torch.cuda.stream(stream)``, or nothing for ``None`` (the CPU path)."""
-    return torch.cuda.stream(stream) if stream is not None else _nullcontext()
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
 @dataclass
@@ -875,8 +867,10 @@ class _Pipeline:
             return out
 
         def body():
-            if self.loader.num_threads:
-                numba.set_num_threads(min(self.loader.num_threads, numba.config.NUMBA_NUM_THREADS))
+            with numba_threads(self.loader.num_threads):
+                run()
+
+        def run():
             try:
                 if inq is None:
                     it = fn()

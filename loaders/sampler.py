@@ -11,6 +11,7 @@ local ``(row, col)`` indices (source, destination) plus their positions in the s
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -290,6 +291,23 @@ class _Table:
         self.count = 0
 
 
+@contextlib.contextmanager
+def numba_threads(n: int | None):
+    """Run numba's parallel kernels on ``n`` threads (of this thread), then restore the count.
+
+    numba's thread count is per calling thread; ``None`` or 0 leaves it as it is.
+    """
+    if not n:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
 class NeighborSampler:
     """Uniform neighbour sampler over a :class:`CSCGraph` or a store.
 
@@ -369,9 +387,8 @@ class NeighborSampler:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)
         input_id = (np.arange(seeds.shape[0], dtype=np.int64) if input_id is None
                     else np.asarray(input_id, dtype=np.int64))
-        if self.num_threads:
-            numba.set_num_threads(min(self.num_threads, numba.config.NUMBA_NUM_THREADS))
-        return self._sample(seeds, seed_type, batch_key(seed, epoch, batch), input_id)
+        with numba_threads(self.num_threads):
+            return self._sample(seeds, seed_type, batch_key(seed, epoch, batch), input_id)
 
     def _sample(self, seeds, seed_type, key, input_id) -> SampledSubgraph:
         g, fan, L = self.graph, self.fanouts.per_etype, self.fanouts.num_layers

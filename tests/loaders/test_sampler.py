@@ -89,7 +89,8 @@ def kernel_mode(request, monkeypatch):
 @pytest.mark.parametrize("fan", FANOUTS)
 def test_homogeneous_matches_reference_and_graph(skewed_graph, fan, replace, kernel_mode):
     g = skewed_graph
-    seeds = np.r_[np.arange(5), np.random.default_rng(0).choice(np.arange(5, 600), 59, replace=False)]
+    rest = np.random.default_rng(0).choice(np.arange(5, 600), 59, replace=False)
+    seeds = np.r_[np.arange(5), rest]
     s = NeighborSampler(g, fan, replace=replace)
     sub = s.sample(seeds, seed=3, epoch=1, batch=4)
     ref = reference_sample(g, fan, seeds, replace=replace, seed=3, epoch=1, batch=4)
@@ -134,6 +135,17 @@ def test_same_batches_with_one_and_two_threads(skewed_graph, monkeypatch):
     s = NeighborSampler(skewed_graph, [15, 10, 5])
     other = s.sample(seeds, seed=11, epoch=2, batch=8)  # another batch index: other draws
     assert not same(out[0], other)
+
+
+def test_num_threads_leaves_the_callers_count(skewed_graph):
+    """num_threads= applies to the sampler's kernels only: the caller's numba thread count is
+    the same after a batch as before."""
+    import numba
+
+    before = numba.get_num_threads()
+    s = NeighborSampler(skewed_graph, [5, 5], num_threads=1)
+    s.sample(np.arange(10), seed=1)
+    assert numba.get_num_threads() == before
 
 
 def test_reused_workspace_gives_fresh_batches(skewed_graph, kernel_mode):
