@@ -195,3 +195,23 @@ def test_budgeted_loader_stays_in_its_plan_under_memcap(capped_store):
     # memcap's resolution: it prints GiB with two decimals (up to 5.1 MiB rounded up)
     slack = (8 << 20) + (1 << 30) // 200
     assert peak_anon <= res["anon0"] + plan["planned_bytes"] + slack, (peak_anon, res)
+
+
+@pytest.mark.slow
+def test_gigabyte_store_under_a_third_of_its_size(tmp_path):
+    """Slow (run by name, ``-m slow``): a 2.5 GB feature store loaded under an 800 MB cgroup:
+    no OOM kill, the batches' features equal direct reads, the peak within the plan."""
+    from loaders.synthetic import power_law_store
+
+    path = power_law_store(tmp_path / "big", num_nodes=1_600_000, num_edges=16_000_000,
+                           feat_dim=768, dtype=np.float16, num_classes=4, train_frac=0.003,
+                           seed=4)
+    code = LOADER_RUN.replace("STORE", repr(str(path)))
+    run_capped("4G", code.replace("MEMORY", repr("200MB")), timeout=900)  # numba's cache
+    rc, out, err = run_capped("800M", code.replace("MEMORY", "None"), timeout=900)
+    m = re.search(r"memcap: .*peak_anon=([\d.]+)GiB .*oom_kills=(\d+)", err)
+    assert m and rc == 0 and m.group(2) == "0", err[-2000:]
+    res = json.loads(next(ln for ln in out.splitlines() if ln.startswith("RESULT "))[7:])
+    assert not res["plan"]["fits"] and res["rows"] > 0 and res["overflows"] == 0
+    peak_anon = float(m.group(1)) * (1 << 30)
+    assert peak_anon <= res["anon0"] + res["plan"]["planned_bytes"] + (16 << 20), (peak_anon, res)
