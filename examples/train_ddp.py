@@ -14,8 +14,8 @@ run reproduces an uninterrupted one.
         examples/train_ddp.py s3://bucket/mag240m.store --node-type paper
 
 gloo on CPUs, NCCL with CUDA (one GPU per rank: ``LOCAL_RANK``). Without torchrun it runs as
-a single process without DDP. A heterogeneous store (MAG240M layout) trains PyG's ``to_hetero`` GraphSAGE
-on the seeds of ``--node-type``; types without features start from zeros.
+a single process without DDP. A heterogeneous store (MAG240M layout) trains PyG's
+``to_hetero`` GraphSAGE on the seeds of ``--node-type``; types without features start from zeros.
 """
 
 from __future__ import annotations
@@ -162,7 +162,8 @@ def save_checkpoint(directory: str, epoch: int, model, opt, args, world_size: in
 # -- training ------------------------------------------------------------------------------
 def _setup(args):
     """(rank, world size, device, whether this call started the process group)."""
-    cuda = torch.cuda.is_available() and (args.device is None or str(args.device).startswith("cuda"))
+    cuda = torch.cuda.is_available() and (args.device is None
+                                          or str(args.device).startswith("cuda"))
     local = int(os.environ.get("LOCAL_RANK", 0))
     if cuda:  # one GPU per rank, chosen before NCCL starts
         device = torch.device(args.device or f"cuda:{local}")
@@ -305,7 +306,8 @@ def _train(args, store, rank, world, device, record_seeds) -> dict:
             out["seeds"][epoch] = np.concatenate(seen) if seen else np.empty(0, np.int64)
         if rank == 0:
             msg = (f"epoch {epoch}: {max_dt:.2f} s ({tot_seeds / max_dt:,.0f} seeds/s over "
-                   f"{world} ranks, {nb} batches per rank), loss {tot_loss / max(tot_seeds, 1):.4f}, "
+                   f"{world} ranks, {nb} batches per rank), "
+                   f"loss {tot_loss / max(tot_seeds, 1):.4f}, "
                    f"valid accuracy {acc:.4f}")
             print(msg, flush=True)
             if args.checkpoint_dir:

@@ -130,7 +130,8 @@ def run_epoch(model, loader, seed_type, hetero, opt=None, max_batches=None) -> d
     dt = time.perf_counter() - t0
     return {"loss": loss_sum / max(total, 1), "acc": correct / max(total, 1), "seeds": total,
             "batches": batches, "seconds": dt, "seeds_per_s": total / dt if dt else 0.0,
-            "batches_per_s": batches / dt if dt else 0.0, "loader_wait_share": wait / dt if dt else 0.0}
+            "batches_per_s": batches / dt if dt else 0.0,
+            "loader_wait_share": wait / dt if dt else 0.0}
 
 
 def main(argv=None) -> int:
@@ -155,7 +156,8 @@ def main(argv=None) -> int:
     torch.manual_seed(args.seed)
 
     store = fs.open_store(args.store)
-    seed_type = args.seed_type or next(nt for nt in store.node_types if "label" in store.value_names(nt))
+    seed_type = args.seed_type or next(nt for nt in store.node_types
+                                       if "label" in store.value_names(nt))
     hetero = len(store.node_types) > 1
     fanouts = [int(f) for f in args.fanouts.split(",")]
     labels = np.asarray(store.labels(seed_type))
@@ -170,7 +172,8 @@ def main(argv=None) -> int:
                   num_threads=args.num_threads)
     train = NeighborLoader(store, fanouts, (seed_type, "train"), shuffle=True, **common)
     print(f"dgl {dgl.__version__}, torch {torch.__version__}, device {device}; store {store.url}: "
-          f"{seed_type} {store.num_nodes(seed_type):,} nodes, {len(train.input_nodes):,} train seeds, "
+          f"{seed_type} {store.num_nodes(seed_type):,} nodes, "
+          f"{len(train.input_nodes):,} train seeds, "
           f"{num_classes} classes, fanouts {fanouts}, {len(train)} batches/epoch")
     metrics = {"epochs": []}
     for epoch in range(args.epochs):
@@ -188,7 +191,8 @@ def main(argv=None) -> int:
         ev = NeighborLoader(store, fanouts, (seed_type, split), **common)
         m = run_epoch(model, ev, seed_type, hetero, None, args.max_batches)
         metrics[split] = m
-        print(f"{split} accuracy {m['acc']:.4f} on {m['seeds']:,} nodes ({m['seeds_per_s']:,.0f} seeds/s)")
+        print(f"{split} accuracy {m['acc']:.4f} on {m['seeds']:,} nodes "
+              f"({m['seeds_per_s']:,.0f} seeds/s)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(metrics, f, indent=1)

@@ -152,7 +152,8 @@ def test_budgeted_loader_batches_equal_the_store(wide_store):
         assert (st.hits > 0) == bool(cache)
         assert st.reads > 0 and st.bytes_read >= st.misses * 1536 // 2
         assert st.overflows == 0
-        assert "feature cache" in str(plan) and plan.as_dict()["planned_bytes"] == plan.planned_bytes
+        assert "feature cache" in str(plan)
+        assert plan.as_dict()["planned_bytes"] == plan.planned_bytes
 
 
 def test_presample_scores_shrink_towards_the_degree_bin_mean():

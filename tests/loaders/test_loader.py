@@ -138,7 +138,8 @@ def test_heterogeneous_loader(hetero_store):
     F = hetero_store.features("paper", "feat").numpy()
     for mb in ld:
         assert set(mb.x) == {"paper"}  # only papers have features
-        assert torch.equal(mb.x["paper"], torch.from_numpy(np.asarray(F[mb.subgraph.node["paper"]])))
+        want = np.asarray(F[mb.subgraph.node["paper"]])
+        assert torch.equal(mb.x["paper"], torch.from_numpy(want))
         assert (mb.y >= 0).all()
         assert mb.subgraph.node["author"].shape[0] > 0
 

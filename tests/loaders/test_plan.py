@@ -64,7 +64,8 @@ def brute_batches(epoch, batch_size=2, hops=2):
 def test_trace_is_what_the_loader_reads(homo_store):
     from loaders import NeighborLoader
 
-    ld = NeighborLoader(homo_store, input_nodes="train", num_neighbors=[5, 3], batch_size=128, shuffle=True, seed=3,
+    ld = NeighborLoader(homo_store, input_nodes="train", num_neighbors=[5, 3], batch_size=128,
+                        shuffle=True, seed=3,
                         output="raw", device="cpu")
     tr = cp.record_trace(homo_store, "train", [5, 3], batch_size=128, epochs=2, seed=3)
     for e in range(2):
@@ -95,7 +96,8 @@ def test_plan_against_a_hand_computation(tiny):
     b0, b1 = brute_batches(0), brute_batches(1)
     rows = [len(r) for r, _ in b0 + b1]
     edges = [e for _, e in b0 + b1]
-    indptr_b, indices_b = (N + 1) * 4, sum(len(v) for v in IN.values()) * 4  # int32 offsets, as the loader holds them
+    # int32 offsets, as the loader holds them
+    indptr_b, indices_b = (N + 1) * 4, sum(len(v) for v in IN.values()) * 4
     topo = indptr_b + indices_b
     batch_bytes = max(rows) * row_bytes  # feature buffers, 2 in flight (CPU)
     sampler = 5 * (max(edges) * 24 + max(rows) * 8)  # prefetch + 3 subgraphs: row/col/edge, ids

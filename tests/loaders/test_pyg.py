@@ -173,7 +173,8 @@ def test_input_time_is_refused_not_ignored(hetero_store):
 
     ids = torch.from_numpy(np.array(hetero_store.split("train", "paper")))
     year = torch.from_numpy(np.asarray(hetero_store.values("paper", "year"))[ids.numpy()])
-    loader = NodeLoader(remote_backend(hetero_store), node_sampler=NeighborSampler(hetero_store, [2]),
+    loader = NodeLoader(remote_backend(hetero_store),
+                        node_sampler=NeighborSampler(hetero_store, [2]),
                         input_nodes=("paper", ids), input_time=year, batch_size=50)
     with pytest.raises(UnsupportedArgumentError, match="input_time"):
         next(iter(loader))
@@ -194,7 +195,8 @@ def test_homogeneous_store_is_a_homogeneous_remote_backend(homo_store, hetero_st
     assert np.array_equal(row.numpy(), indices) and np.array_equal(colptr.numpy(), indptr)
     typed, _ = remote_backend(homo_store, homogeneous=False)
     assert {a.group_name for a in typed.get_all_tensor_attrs()} == set(homo_store.node_types)
-    assert all(a.edge_type is not None for a in remote_backend(hetero_store)[1].get_all_edge_attrs())
+    attrs = remote_backend(hetero_store)[1].get_all_edge_attrs()
+    assert all(a.edge_type is not None for a in attrs)
 
 
 def test_no_tensors_over_read_only_memory(homo_store):

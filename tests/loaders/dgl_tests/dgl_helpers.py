@@ -18,7 +18,7 @@ from featurestore import EdgeType
 
 
 def import_dgl():
-    """``dgl``, or a skip; a failure when ``FEATURESTORE_REQUIRE_DGL=1`` (the DGL test run sets it)."""
+    """``dgl``, or a skip; a failure when ``FEATURESTORE_REQUIRE_DGL=1`` (set by the DGL run)."""
     from loaders.dgl import DGLNotInstalledError, require_dgl
 
     try:

@@ -60,7 +60,8 @@ def test_batches_kept_by_the_training_loop_are_not_overwritten(store):
     kept = list(NeighborLoader(s, FANOUTS, seeds, batch_size=20, shuffle=True, seed=1,
                                output="dgl", device="cpu", prefetch=3))
     assert len(kept) > 4
-    labels_of = {nt: np.asarray(s.labels(nt)) for nt in s.node_types if "label" in s.value_names(nt)}
+    labels_of = {nt: np.asarray(s.labels(nt)) for nt in s.node_types
+                 if "label" in s.value_names(nt)}
     for input_nodes, output_nodes, blocks in kept:
         feat = blocks[0].srcdata["feat"]
         for nt in s.node_types:
@@ -71,7 +72,8 @@ def test_batches_kept_by_the_training_loop_are_not_overwritten(store):
             np.testing.assert_array_equal(_per_type(feat, nt).numpy(), want)
         seed_type = next(iter(output_nodes)) if isinstance(output_nodes, dict) else s.node_types[0]
         y = _per_type(blocks[-1].dstdata["label"], seed_type).numpy()
-        np.testing.assert_array_equal(y, labels_of[seed_type][_per_type(output_nodes, seed_type).numpy()])
+        out_ids = _per_type(output_nodes, seed_type).numpy()
+        np.testing.assert_array_equal(y, labels_of[seed_type][out_ids])
 
 
 def test_dgl_fanout_order_and_sampler_object(store):
@@ -89,7 +91,8 @@ def test_dgl_fanout_order_and_sampler_object(store):
         for other in (bb, bc):
             for k in range(2):
                 for et in ba[k].canonical_etypes:
-                    assert torch.equal(ba[k].edges[et].data[dgl.EID], other[k].edges[et].data[dgl.EID])
+                    assert torch.equal(ba[k].edges[et].data[dgl.EID],
+                                       other[k].edges[et].data[dgl.EID])
         last = ba[-1]  # the seeds' layer
         for et in last.canonical_etypes:
             if last.num_edges(et):

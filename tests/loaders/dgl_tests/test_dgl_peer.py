@@ -1,4 +1,4 @@
-"""``benchmarks/peers/dgl_peer.py`` runs every mode and counts what it samples (run in .venv-dgl)."""
+"""``benchmarks/peers/dgl_peer.py`` runs every mode and counts what it samples (.venv-dgl)."""
 
 from __future__ import annotations
 
@@ -51,4 +51,5 @@ def test_fanouts_are_reversed_for_dgl_unless_asked():
     spec.loader.exec_module(peer)
     # ours/PyG: 15 neighbours per seed first; DGL lists fanouts from the input layer
     assert peer.dgl_fanouts(peer.parse_args(["s", "--fanouts", "15,10,5"])) == [5, 10, 15]
-    assert peer.dgl_fanouts(peer.parse_args(["s", "--fanouts", "15,10,5", "--dgl-order"])) == [15, 10, 5]
+    args = peer.parse_args(["s", "--fanouts", "15,10,5", "--dgl-order"])
+    assert peer.dgl_fanouts(args) == [15, 10, 5]

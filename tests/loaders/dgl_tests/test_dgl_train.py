@@ -39,7 +39,8 @@ class SAGE(torch.nn.Module):
     def __init__(self, in_dim, hidden, out_dim, num_layers=2):
         super().__init__()
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        self.layers = torch.nn.ModuleList(dglnn.SAGEConv(a, b, "mean") for a, b in zip(dims, dims[1:]))
+        self.layers = torch.nn.ModuleList(dglnn.SAGEConv(a, b, "mean")
+                                          for a, b in zip(dims, dims[1:]))
 
     def forward(self, blocks, x):
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
@@ -88,10 +89,11 @@ def test_dgl_graphsage_learns_the_planted_signal(signal_store):
                            output="dgl", device="cpu")
     test = NeighborLoader(store, [10, 10], ("node", "test"), batch_size=1000, output="dgl",
                           device="cpu")
-    for epoch in range(8):
+    for _epoch in range(8):
         model.train()
         for _, _, blocks in train:
-            loss = F.cross_entropy(model(blocks, blocks[0].srcdata["feat"]), blocks[-1].dstdata["label"])
+            loss = F.cross_entropy(model(blocks, blocks[0].srcdata["feat"]),
+                                   blocks[-1].dstdata["label"])
             opt.zero_grad()
             loss.backward()
             opt.step()
