@@ -6,14 +6,14 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DGLENV := .venv-dgl
 
-.PHONY: demo test test-main test-dgl bench bench-peers bench-gather clean
+.PHONY: demo test test-main test-dgl lint bench bench-peers bench-gather clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, pinned (from the package registry only)
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[test,pyg,bench,s3]'
+	$(BIN)/pip install --quiet -e '.[test,pyg,bench,s3,dask,lint]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -23,6 +23,11 @@ test: test-main test-dgl
 
 test-main: $(STAMP)
 	$(BIN)/pytest
+
+# pyflakes, pycodestyle, bugbear, pyupgrade and numpydoc docstrings on the public API
+# (pyproject.toml [tool.ruff])
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 # DGL 2.1.0 (the newest on PyPI) needs torch <= 2.2.1 and numpy 1.x: its own environment
 $(DGLENV)/.dgl-env-complete: scripts/dgl-env.sh scripts/dgl-constraints.txt pyproject.toml
