@@ -50,11 +50,16 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_dask_argument(p: argparse.ArgumentParser) -> None:
-    """``--dask ADDRESS`` / ``--dask local:N``: run the CSC ranges as Dask tasks."""
+    """``--dask ADDRESS`` / ``--dask local:N`` (CSC ranges and feature blocks as Dask tasks)
+    and ``--scratch DIR`` (the job's scratch and work files)."""
     p.add_argument("--dask", default=None, metavar="ADDRESS",
-                   help="sort the CSC ranges as Dask tasks: a scheduler address, or local:N "
-                        "for N local worker processes (needs dask[distributed]; the store "
-                        "must be on storage every worker sees)")
+                   help="run the CSC ranges and feature blocks as Dask tasks: a scheduler "
+                        "address, or local:N for N local worker processes (needs "
+                        "dask[distributed]; inputs, scratch and a local store must be on "
+                        "storage every worker sees)")
+    p.add_argument("--scratch", default=None, metavar="DIR",
+                   help="scratch and work files go under DIR (default: inside a local store); "
+                        "required with --dask for a remote store, on storage every worker sees")
 
 
 def job_kwargs(args: argparse.Namespace) -> dict:
@@ -139,7 +144,8 @@ def _run_spec(args) -> int:
 
     kw = job_kwargs(args)
     with dask_client(args.dask) as client:
-        job = run_spec(args.spec, args.store, reorder=args.reorder, dask=client, **kw)
+        job = run_spec(args.spec, args.store, reorder=args.reorder, dask=client,
+                       scratch_dir=args.scratch, **kw)
     print(job.plan_text() if args.dry_run else job.summary())
     return 0
 
@@ -158,7 +164,7 @@ def _run_edges(args) -> int:
             relation=args.relation, src_col=col(args.src_col), dst_col=col(args.dst_col),
             header=not args.no_header, delimiter=args.delimiter, coalesce=args.coalesce,
             drop_self_loops=args.drop_self_loops, undirected=args.undirected, csr=args.csr,
-            dask=client, **kw)
+            dask=client, scratch_dir=args.scratch, **kw)
     print(job.plan_text() if args.dry_run else job.summary())
     return 0
 

@@ -16,7 +16,7 @@ import logging
 
 from .errors import DaskNotInstalledError, PreprocessError
 
-__all__ = ["dask_client"]
+__all__ = ["dask_client", "check_shared_scratch"]
 
 log = logging.getLogger(__name__)
 
@@ -58,3 +58,15 @@ def dask_client(address: str | None):
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def check_shared_scratch(job, client) -> None:
+    """Refuse a Dask run of a remote store without ``--scratch``: the tasks leave their files
+    in the job's scratch directory, which every worker must see (the system's temp directory
+    of the driver is not shared)."""
+    if client is None or job.loc.is_local or job.scratch_dir is not None or job.dry_run:
+        return
+    raise PreprocessError(
+        f"Expected --scratch DIR (scratch_dir=) on storage every Dask worker sees for the "
+        f"remote store {job.store_url}: the workers write their CSC slices and feature rows "
+        "there. Nothing was written.")

@@ -10,10 +10,12 @@ from typing import Any
 import numpy as np
 
 from .csc import build_csc, plan_csc, reverse_etype
+from .dask_run import check_shared_scratch
 from .edges import EdgeSource, open_edges
 from .errors import IdsOutOfRangeInputError
 from .idcheck import NO_BOUND, check_input_ids
 from .job import Job, StepContext, StepDef
+from .paths import local_input
 
 __all__ = ["run_edges_job", "edges_steps", "EdgesContext", "max_id"]
 
@@ -98,20 +100,23 @@ def run_edges_job(edges_path, store, *, num_nodes: int | None = None, node_type:
                   delimiter: str | None = None, coalesce: bool = False,
                   drop_self_loops: bool = False, undirected: bool = False, csr: bool = False,
                   force: bool = False, dry_run: bool = False, budget_bytes: int = 2 << 30,
-                  progress: bool = True, dask=None) -> Job:
+                  progress: bool = True, dask=None, scratch_dir=None) -> Job:
     """Convert one edge list (ids already in ``[0, num_nodes)``) into a store; returns the job.
 
     ``undirected`` adds the reverse of every edge and coalesces (PyG's ``ToUndirected``);
     ``csr`` also stores the out-neighbours as edge type ``rev_<relation>``. ``dask`` (a
-    ``distributed.Client``) sorts the CSC ranges as Dask tasks (same store).
+    ``distributed.Client``) sorts the CSC ranges as Dask tasks (same store); ``scratch_dir``
+    see :class:`~preprocess.job.Job` (required with ``dask`` for a remote store).
     """
-    source = open_edges(edges_path, src_col, dst_col, header=header, delimiter=delimiter)
+    source = open_edges(local_input(edges_path), src_col, dst_col, header=header,
+                        delimiter=delimiter)
     options = dict(num_nodes=num_nodes, node_type=node_type, relation=relation,
                    src_col=src_col, dst_col=dst_col, header=header, delimiter=delimiter,
                    coalesce=coalesce or undirected, drop_self_loops=drop_self_loops,
                    undirected=undirected, csr=csr)
     job = Job(store, "edges", source.inputs(), options, force=force, dry_run=dry_run,
-              budget_bytes=budget_bytes, progress=progress)
+              budget_bytes=budget_bytes, progress=progress, scratch_dir=scratch_dir)
+    check_shared_scratch(job, dask)
     ctx = EdgesContext(job, source=source, options=options, budget_bytes=budget_bytes,
                        progress=progress, dask=dask)
     job.run_steps(edges_steps(options, source.num_edges), ctx)

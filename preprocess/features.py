@@ -343,11 +343,14 @@ def _float_labels(b: np.ndarray, name: str, at: int) -> np.ndarray:
 # -- writing -------------------------------------------------------------------------------
 def write_features(writer, ntype: str, name: str, source: FeatureSource, *, dtype=None,
                    perm: np.ndarray | None = None, budget_bytes: int = 1 << 30, tmpdir=None,
-                   compressors=None, progress: bool = True) -> dict:
+                   compressors=None, progress: bool = True, dask=None) -> dict:
     """Stream ``source`` into feature ``name`` of ``ntype`` (cast, and permuted by ``perm``).
 
     Returns ``seconds``, ``bytes_read``, ``bytes_written``, ``rows_per_s``, ``gb_per_s``,
     ``peak_anon_bytes`` and ``overflow`` (values a float downcast made infinite; logged).
+    With ``dask`` (a ``distributed.Client``) the row blocks are Dask tasks
+    (:mod:`preprocess.dask_features`; ``tmpdir`` must then be shared by the workers when the
+    store is remote) when the source is a memory-mapped ``.npy``; the store is the same.
     """
     t0 = time.perf_counter()
     n = writer.schema["node_types"].get(ntype, {}).get("num_nodes")
@@ -361,6 +364,15 @@ def write_features(writer, ntype: str, name: str, source: FeatureSource, *, dtyp
         raise BadInputError(f"Expected a 2-D feature matrix in {source.name}. Got a 1-D array: "
                             "store it as values (labels, years) instead.")
     dtype = np.dtype(dtype) if dtype is not None else source.dtype
+    if dask is not None and compressors is None:
+        from .dask_features import dask_feature_source, write_features_dask
+
+        src_file, perm_file, why = dask_feature_source(source, perm)
+        if not why:
+            return write_features_dask(dask, writer, ntype, name, source, src=src_file,
+                                       perm=perm_file, dtype=dtype, budget_bytes=budget_bytes,
+                                       scratch=tmpdir, progress=progress)
+        log.info("%s/%s: written in this process, not as Dask tasks: %s", ntype, name, why)
     state: dict = {}
     stats: dict = {"bytes_read": 0}
     out_row = int(np.prod(source.row_shape, dtype=np.int64)) * dtype.itemsize

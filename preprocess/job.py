@@ -171,12 +171,19 @@ class Job:
     budget_bytes
         The memory budget the job's steps should honour (not part of ``options``: changing it
         does not invalidate finished steps).
+    scratch_dir
+        Where the scratch and work files go (``--scratch DIR``), in a folder named after the
+        store; by default inside a local store, or the system's temp directory for a remote
+        one. Dask workers must see it (a shared file system), like the store.
     """
 
     def __init__(self, store_url, name: str, inputs: Iterable = (), options: dict | None = None,
                  *, force: bool = False, dry_run: bool = False, budget_bytes: int = 1 << 30,
-                 progress: bool = True, storage_options: dict | None = None):
+                 progress: bool = True, storage_options: dict | None = None,
+                 scratch_dir: str | os.PathLike | None = None):
         self.store_url = os.fspath(store_url)
+        self.scratch_dir = (os.path.abspath(os.fspath(scratch_dir)) if scratch_dir is not None
+                            else None)
         self.name = name
         self.options = _jsonable(dict(options or {}))
         self.inputs = [input_record(p) for p in inputs]
@@ -281,8 +288,8 @@ class Job:
         else:
             self._writer = StoreWriter(self.store_url, mode="a",
                                        storage_options=self.storage_options)
-        if self.loc.is_local:
-            shutil.rmtree(self.loc.path(SCRATCH_KEY), ignore_errors=True)
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
         self._save()
 
     def _save(self) -> None:
@@ -300,10 +307,20 @@ class Job:
                                + ("it is a dry run." if self.dry_run else "the store is complete."))
         return self._writer
 
+    def _scratch_root(self) -> str:
+        """``scratch_dir/featurestore-<hash of the store URL>`` (one folder per store)."""
+        import hashlib
+
+        tag = hashlib.sha1(self.store_url.encode()).hexdigest()[:16]
+        return os.path.join(self.scratch_dir, f"featurestore-{tag}")
+
     @property
     def tmpdir(self) -> str | None:
-        """Scratch directory of one step (inside the store when local); emptied when a run
-        starts, removed by :meth:`commit`. ``None`` (the system's) for remote stores."""
+        """Scratch directory of one step (``scratch_dir``, else inside the store when local);
+        emptied when a run starts, removed by :meth:`commit`. ``None`` (the system's) for a
+        remote store without ``scratch_dir``."""
+        if self.scratch_dir is not None:
+            return os.path.join(self._scratch_root(), "tmp")
         return self.loc.path(SCRATCH_KEY) if self.loc.is_local else None
 
     @property
@@ -313,7 +330,9 @@ class Job:
         Kept across runs, so a resumed job finds what finished steps left; removed by
         :meth:`commit`. Inside the store when local, else under the system's temp directory.
         """
-        if self.loc.is_local:
+        if self.scratch_dir is not None:
+            path = os.path.join(self._scratch_root(), "work")
+        elif self.loc.is_local:
             path = self.loc.path(WORK_KEY)
         else:
             import hashlib
@@ -417,9 +436,11 @@ class Job:
         self.manifest["finished"] = _now()
         self._save()
         self.complete = True
-        if self.loc.is_local:
-            shutil.rmtree(self.loc.path(SCRATCH_KEY), ignore_errors=True)
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
         shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.scratch_dir is not None:
+            shutil.rmtree(self._scratch_root(), ignore_errors=True)
 
     def close(self) -> None:
         """Stop writing without committing: release the store's write lock. The store stays

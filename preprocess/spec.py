@@ -21,6 +21,7 @@ from featurestore import format as fmt
 from featurestore.errors import FeatureStoreError
 
 from .errors import InputNotFoundError, SpecError
+from .paths import local_input
 
 __all__ = ["load_spec", "DatasetSpec", "NodeSpec", "EdgeSpec", "FileRef"]
 
@@ -126,6 +127,7 @@ def _ref(spec_path: str, base: str, where: str, v, allow_columns: bool = False) 
     path = v["path"]
     if not isinstance(path, str):
         _fail(spec_path, where, f"Expected a path string. Got {path!r}.")
+    path = local_input(path)
     full = path if os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
     if not os.path.exists(full):
         raise InputNotFoundError(f"{spec_path}: {where}: Expected the file {full}. "
@@ -276,7 +278,7 @@ def _parse_splits(path: str, base: str, raw, nodes: dict) -> dict[str, dict[str,
 
 def load_spec(path: str | os.PathLike) -> DatasetSpec:
     """Parse and check a spec file; every error names the spec and the entry."""
-    path = os.path.abspath(os.fspath(path))
+    path = os.path.abspath(local_input(path))
     raw = _read_yaml(path)
     base = os.path.dirname(path)
     top_keys = {"name", "ids", "reorder", "nodes", "edges", "splits", "options"}

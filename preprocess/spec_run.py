@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .csc import build_csc, plan_csc, reverse_etype
+from .dask_run import check_shared_scratch
 from .diskmap import map_file, open_npy
 from .edges import EdgeSource, concat, open_edges
 from .edges_job import max_id
@@ -331,7 +332,7 @@ def _column(ctx: SpecContext, kind: str, nt: str, name: str, ref: FileRef) -> di
     if kind == "features":
         return write_features(ctx.job.writer, nt, name, src, dtype=out_dtype, perm=perm,
                               budget_bytes=ctx.budget_bytes, tmpdir=ctx.job.tmpdir,
-                              progress=ctx.progress)
+                              progress=ctx.progress, dask=ctx.dask)
     return write_values(ctx.job.writer, nt, name, src, perm=perm, dtype=out_dtype,
                         budget_bytes=ctx.budget_bytes, tmpdir=ctx.job.tmpdir)
 
@@ -387,13 +388,14 @@ def _disk_estimate(spec: DatasetSpec) -> int:
 
 def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = False,
              dry_run: bool = False, budget_bytes: int = 2 << 30, progress: bool = True,
-             dask=None) -> Job:
+             dask=None, scratch_dir=None) -> Job:
     """Build the store a spec file describes; resumable (see :class:`~preprocess.job.Job`).
 
     ``reorder`` overrides the spec's ``reorder`` (``"none"`` or ``"degree"``). With
     ``dry_run`` nothing is written: ``job.plan_text()`` lists the steps and their plans.
-    ``dask`` (a ``distributed.Client``) sorts the CSC ranges as Dask tasks
-    (:mod:`preprocess.dask_run`); the store is the same byte for byte.
+    ``dask`` (a ``distributed.Client``) runs the CSC ranges and the feature blocks as Dask
+    tasks (:mod:`preprocess.dask_run`); the store is the same byte for byte. ``scratch_dir``:
+    see :class:`~preprocess.job.Job` (required with ``dask`` for a remote store).
     """
     spec = load_spec(spec_path)
     if reorder is not None:
@@ -403,7 +405,8 @@ def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = Fals
     steps = spec_steps(spec)
     options = {"spec": spec.raw, "reorder": spec.reorder}
     job = Job(store, f"spec:{spec.name}", spec.files(), options, force=force, dry_run=dry_run,
-              budget_bytes=budget_bytes, progress=progress)
+              budget_bytes=budget_bytes, progress=progress, scratch_dir=scratch_dir)
+    check_shared_scratch(job, dask)
     if not dry_run and not job.complete:
         job.check_disk(_disk_estimate(spec), "the store and its scratch files")
     job.run_steps(steps, SpecContext(job, spec=spec, budget_bytes=budget_bytes,

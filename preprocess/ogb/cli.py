@@ -39,7 +39,7 @@ def _run_mag(args) -> int:
     kw = job_kwargs(args)
     with dask_client(args.dask) as client:
         job = preprocess_mag240m(args.root, args.store, derive_features=args.derive_features,
-                                 dask=client, **kw)
+                                 dask=client, scratch_dir=args.scratch, **kw)
     print(job.plan_text() if args.dry_run else job.summary())
     return 0
 

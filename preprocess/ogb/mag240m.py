@@ -27,7 +27,10 @@ import numpy as np
 import featurestore as fs
 from preprocess.csc import build_csc, reverse_etype
 from preprocess.edges import from_npy, load_npy
+from preprocess.features import FeatureSource, write_features
+from preprocess.paths import local_input
 
+from preprocess.dask_run import check_shared_scratch
 from preprocess.job import Job, StepContext, StepDef
 
 from ._common import check_ids, labels_to_int, scratch_file
@@ -155,7 +158,7 @@ class MagContext(StepContext):
     splits: dict = field(default_factory=dict)
     budget_bytes: int = 1 << 30
     progress: bool = True
-    dask: Any = None  # a distributed.Client: CSC ranges as Dask tasks
+    dask: Any = None  # a distributed.Client: CSC ranges and feature blocks as Dask tasks
 
 
 def _nodes(ctx: MagContext) -> dict:
@@ -167,6 +170,13 @@ def _nodes(ctx: MagContext) -> dict:
 
 def _paper_features(ctx: MagContext) -> dict:
     feat = ctx.arrays["feat"]
+    if ctx.dask is not None:  # row blocks as Dask tasks: the same array, byte for byte
+        src = FeatureSource.from_npy(ctx.paths.paper("node_feat"))
+        st = write_features(ctx.job.writer, "paper", "feat", src,
+                            budget_bytes=ctx.budget_bytes, tmpdir=ctx.job.tmpdir,
+                            progress=ctx.progress, dask=ctx.dask)
+        return dict(rows=feat.shape[0], bytes=int(feat.nbytes), tasks=st.get("tasks", 0),
+                    seconds=st["seconds"])
     ctx.job.writer.add_features("paper", "feat", feat)
     return dict(rows=feat.shape[0], bytes=int(feat.nbytes))
 
@@ -238,7 +248,7 @@ def mag_steps(meta: dict, arrays: dict, splits: dict,
 
 def preprocess_mag240m(root, store, *, derive_features: str | None = None,
                        budget_bytes: int = 1 << 30, force: bool = False, dry_run: bool = False,
-                       progress: bool = True, dask=None) -> Job:
+                       progress: bool = True, dask=None, scratch_dir=None) -> Job:
     """Turn ``ROOT/mag240m_kddcup2021`` into a store at ``store``.
 
     Parameters
@@ -259,7 +269,10 @@ def preprocess_mag240m(root, store, *, derive_features: str | None = None,
     dry_run
         Check the inputs and print the plan; write nothing.
     dask
-        A ``distributed.Client``: the CSC ranges run as Dask tasks (same store).
+        A ``distributed.Client``: the CSC ranges and the paper feature blocks run as Dask
+        tasks (same store).
+    scratch_dir
+        Scratch and work files (``--scratch``), see :class:`~preprocess.job.Job`.
 
     Returns
     -------
@@ -269,7 +282,7 @@ def preprocess_mag240m(root, store, *, derive_features: str | None = None,
     """
     if derive_features not in (None, "mean"):
         raise ValueError(f"Expected derive_features None or 'mean'. Got {derive_features!r}.")
-    paths = MagPaths.under(root)
+    paths = MagPaths.under(local_input(root))
     meta = read_mag_meta(paths)
     arrays = _check_layout(paths, meta)
     splits = mag_splits(paths, meta["paper"])
@@ -278,7 +291,8 @@ def preprocess_mag240m(root, store, *, derive_features: str | None = None,
     inputs += list(arrays["edges"].values())
     opts = dict(derive_features=derive_features, coalesce=True, to_undirected=True)
     job = Job(store, "mag240m", inputs, opts, force=force, dry_run=dry_run,
-              budget_bytes=budget_bytes, progress=progress)
+              budget_bytes=budget_bytes, progress=progress, scratch_dir=scratch_dir)
+    check_shared_scratch(job, dask)
     ctx = MagContext(job, paths=paths, meta=meta, arrays=arrays, splits=splits,
                      budget_bytes=budget_bytes, progress=progress, dask=dask)
     job.run_steps(mag_steps(meta, arrays, splits, derive_features), ctx)

@@ -1,4 +1,5 @@
-"""Preprocessing on Dask: the CSC ranges as tasks give the single-process store, byte for byte."""
+"""Preprocessing on Dask: the CSC ranges (and feature blocks) as tasks give the single-process
+store, byte for byte."""
 
 from __future__ import annotations
 
@@ -61,7 +62,12 @@ def test_threads_cluster_gives_the_same_store(toy, tmp_path, monkeypatch, work_b
 
 
 def test_two_worker_processes_give_the_same_store(toy, tmp_path, monkeypatch):
+    from dask_small import small_blocks
+
+    from preprocess.dask_features import TASK_PREFIX
+
     _small_ranges(monkeypatch, 1000)
+    small_blocks(monkeypatch.setattr)  # in the driver: the layout travels with the tasks
     run_spec(toy, tmp_path / "serial", budget_bytes=16 << 20, progress=False)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
@@ -73,6 +79,10 @@ def test_two_worker_processes_give_the_same_store(toy, tmp_path, monkeypatch):
     tasks = [t for t in ts.data if t["key"].startswith("_range_task")]
     # every edge type with more than one range sorted them as tasks
     assert len(tasks) == sum(r for r in _manifest_ranges(tmp_path / "serial").values() if r > 1)
+    # paper/feat (400 rows, 16-row blocks) written by the two processes
+    feature_tasks = [t for t in ts.data if t["key"].startswith(TASK_PREFIX)]
+    assert len(feature_tasks) == 25
+    assert len({t["worker"] for t in feature_tasks}) == 2
     assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
 
 

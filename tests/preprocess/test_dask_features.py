@@ -1,0 +1,149 @@
+"""Feature blocks as Dask tasks, shared scratch, file:// and remote stores, kill and resume:
+each store equals the single-process one byte for byte."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import fsspec
+import numpy as np
+import pytest
+
+import featurestore as fs
+from preprocess.dask_features import TASK_PREFIX
+from preprocess.errors import PreprocessError
+from preprocess.spec_run import run_spec
+
+from dask_small import small_blocks
+from pp_helpers import make_toy_dataset, store_snapshot
+
+distributed = pytest.importorskip("distributed")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+KW = dict(budget_bytes=16 << 20, progress=False)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    spec, raw = make_toy_dataset(tmp_path_factory.mktemp("toy") / "d", reorder="degree")
+    return spec, raw
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture
+def small(monkeypatch):
+    small_blocks(monkeypatch.setattr)
+
+
+def _feature_tasks(ts) -> int:
+    return len([t for t in ts.data if t["key"].startswith(TASK_PREFIX)])
+
+
+def test_feature_blocks_as_tasks_give_the_same_store(toy, tmp_path, client, small):
+    spec, raw = toy
+    run_spec(spec, tmp_path / "serial", **KW)
+    with distributed.get_task_stream(client) as ts:
+        job = run_spec(spec, tmp_path / "dask", dask=client, **KW)
+    # paper/feat: 400 rows in 16-row checksum blocks, one task each (author/emb is parquet:
+    # written by the driver)
+    assert _feature_tasks(ts) == 25
+    assert job.manifest["steps"]["features:paper/feat"]["stats"]["tasks"] == 25
+    assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
+    meta = json.loads((tmp_path / "dask" / "nodes" / "paper" / "features" / "feat" /
+                       "zarr.json").read_text())
+    assert len(meta["attributes"]["checksum"]["values"]) == 25
+    # the rows themselves, against NumPy: row i of the store is the paper whose orig id it has
+    s = fs.open_store(tmp_path / "dask")
+    orig = np.asarray(s.orig_ids("paper"))
+    pos = {int(p): i for i, p in enumerate(raw["pid"])}
+    want = raw["feat"][[pos[int(o)] for o in orig]].astype(np.float16)
+    np.testing.assert_array_equal(np.asarray(s.features("paper", "feat")[:]), want)
+
+
+def test_file_urls_for_inputs_and_store(toy, tmp_path, client, small):
+    spec, _ = toy
+    run_spec(spec, tmp_path / "serial", **KW)
+    run_spec("file://" + spec, "file://" + str(tmp_path / "dask"), dask=client, **KW)
+    assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
+
+
+def _memory_snapshot(url: str) -> dict:
+    mfs, root = fsspec.core.url_to_fs(url)
+    out = {}
+    for p in mfs.find(root):
+        rel = p[len(root):].lstrip("/")
+        if rel.startswith(".preprocess") or rel.endswith(".featurestore.lock"):
+            continue
+        data = mfs.cat_file(p)
+        if rel == "zarr.json":
+            attrs = json.loads(data)["attributes"]
+            for pr in attrs.get("provenance", []):
+                pr.pop("time", None)
+            attrs.pop("generation", None)
+            data = json.dumps(attrs, sort_keys=True).encode()
+        out[rel] = data
+    return out
+
+
+def test_remote_store_needs_a_shared_scratch(toy, tmp_path, client, small, monkeypatch):
+    import preprocess.dask_features as dfeat
+
+    monkeypatch.setattr(dfeat, "REMOTE_TASK_BYTES", 256)
+    spec, _ = toy
+    url = f"memory://dask-features/{tmp_path.name}"
+    with pytest.raises(PreprocessError, match="--scratch DIR"):
+        run_spec(spec, url + "/refused", dask=client, **KW)
+    run_spec(spec, url + "/serial", **KW)
+    with distributed.get_task_stream(client) as ts:
+        run_spec(spec, url + "/dask", dask=client, scratch_dir=tmp_path / "scratch", **KW)
+    assert _feature_tasks(ts) == 25
+    assert _memory_snapshot(url + "/dask") == _memory_snapshot(url + "/serial")
+    assert os.listdir(tmp_path / "scratch") == []  # the job's folder is gone after commit
+
+
+@pytest.mark.parametrize("what,k", [("features", 7), ("csc", 5)])
+def test_driver_killed_in_a_dask_step_resumes_to_the_same_store(toy, tmp_path, client,
+                                                                small, what, k):
+    spec, _ = toy
+    run_spec(spec, tmp_path / "clean", **KW)
+    store = tmp_path / "killed"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE,
+                                                       os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, os.path.join(HERE, "kill_dask_run.py"), spec,
+                        str(store), what, str(k)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == -9, p.stdout[-2000:] + p.stderr[-2000:]
+    with pytest.raises(fs.IncompleteStoreError):
+        fs.open_store(store)
+    man = json.loads((store / ".preprocess" / "manifest.json").read_text())
+    step = "features:paper/feat" if what == "features" else "csc:paper__cites__paper"
+    assert step not in man["steps"]  # killed inside that step
+    job = run_spec(spec, store, dask=client, **KW)
+    assert job.resumed
+    assert store_snapshot(store) == store_snapshot(tmp_path / "clean")
+
+
+def test_mag240m_twin_on_dask(tmp_path, client, small):
+    from preprocess.ogb.mag240m import preprocess_mag240m
+    from preprocess.synth import MagSynthSpec, synth_mag240m
+
+    spec = MagSynthSpec(paper=3000, author=3500, institution=40, writes=9000,
+                        affiliated_with=2500, cites=20000, feat_dim=16)
+    synth_mag240m(tmp_path / "raw", 0, seed=3, labeled_share=0.3, progress=False, spec=spec)
+    preprocess_mag240m(tmp_path / "raw", tmp_path / "serial", **KW)
+    with distributed.get_task_stream(client) as ts:
+        job = preprocess_mag240m(tmp_path / "raw", tmp_path / "dask", dask=client, **KW)
+    assert _feature_tasks(ts) == job.manifest["steps"]["features:paper"]["stats"]["tasks"] \
+        == -(-3000 // 16)
+    assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
