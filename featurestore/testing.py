@@ -14,33 +14,25 @@ indexing (random, repeated, empty, sorted ids), slices against slicing, the boun
 decoded-chunk cache, gathers in a child process after ``fork``, gathers from several
 threads at once, and ``close``. Needs ``pytest``.
 
-It also holds the test doubles the remote tests and benchmarks share: a loopback HTTP server
-with byte ranges (:func:`serve_http`) and a filesystem that injects latency and counts round
-trips (:class:`LatencyFileSystem`).
+It re-exports the remote test doubles of :mod:`featurestore.loopback` (an HTTP server with
+byte ranges, a filesystem that injects latency and counts round trips).
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import http.server
-import io
 import multiprocessing
 import os
-import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 import pytest
-from fsspec.asyn import AsyncFileSystem
 
 from .errors import ClosedStoreError
+from .loopback import LatencyFileSystem, RangeRequestHandler, serve_http
 from .rows.base import RowReader
 
 __all__ = ["RowReaderTests", "write_array_store", "open_rows", "serve_http",
-           "LatencyFileSystem"]
+           "LatencyFileSystem", "RangeRequestHandler"]
 
 #: the store key of the array :func:`write_array_store` writes
 ARRAY_KEY = "nodes/v/features/feat"
@@ -244,154 +236,3 @@ class RowReaderTests:
             r.gather(np.array([1]), np.empty((1,) + a.shape[1:], a.dtype))
         with pytest.raises(ClosedStoreError):
             r.read_slice(0, 1, np.empty((1,) + a.shape[1:], a.dtype))
-
-
-# -- test doubles: an HTTP server with ranges, a latency-injecting filesystem ---------------
-
-class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
-    """Static files with single HTTP byte ranges (``bytes=a-b``, ``bytes=a-``, ``bytes=-n``)."""
-
-    protocol_version = "HTTP/1.1"  # keep-alive: one connection serves many ranges
-    disable_nagle_algorithm = True  # headers and body in two sends: no 40 ms delayed ACK
-
-    def log_message(self, *args):
-        """Log nothing (one line per request otherwise)."""
-
-    def send_head(self):
-        """Answer a Range request with 206 and the bytes; anything else as the base class."""
-        rng = self.headers.get("Range")
-        path = self.translate_path(self.path)
-        if not rng or not os.path.isfile(path):
-            return super().send_head()
-        with open(path, "rb") as f:
-            size = f.seek(0, 2)
-            a, _, b = rng.strip().removeprefix("bytes=").partition("-")
-            if a == "":
-                start, end = max(0, size - int(b)), size - 1
-            else:
-                start, end = int(a), min(size - 1, int(b) if b else size - 1)
-            f.seek(start)
-            data = f.read(max(0, end - start + 1))
-        counts = getattr(self.server, "counts", None)
-        if counts is not None:
-            with self.server.counts_lock:
-                counts["requests"] = counts.get("requests", 0) + 1
-                counts["bytes"] = counts.get("bytes", 0) + len(data)
-        self.send_response(206)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        return io.BytesIO(data)
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    request_queue_size = 256  # the default backlog of 5 drops concurrent connects (1 s retry)
-
-    def handle_error(self, request, client_address):
-        """Ignore clients that hang up (a closed pool); report anything else."""
-        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
-            return
-        super().handle_error(request, client_address)
-
-
-def serve_http(directory, counts: dict | None = None) -> tuple[str, Any]:
-    """Serve ``directory`` read-only on 127.0.0.1 (a free port) with byte ranges.
-
-    Parameters
-    ----------
-    directory
-        What to serve.
-    counts
-        When given, the range requests answered and their bytes are added to its
-        ``"requests"`` and ``"bytes"`` (the server's own count, independent of the reader's).
-
-    Returns
-    -------
-    url : str
-        ``http://127.0.0.1:PORT``.
-    stop : callable
-        Stops the server.
-    """
-    handler = functools.partial(RangeRequestHandler, directory=os.fspath(directory))
-    srv = _Server(("127.0.0.1", 0), handler)
-    srv.counts, srv.counts_lock = counts, threading.Lock()
-    srv.daemon_threads = True
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-
-    def stop():
-        srv.shutdown()
-        srv.server_close()
-
-    return f"http://127.0.0.1:{srv.server_address[1]}", stop
-
-
-class LatencyFileSystem(AsyncFileSystem):
-    """Wrap ``fs`` so that every byte-range read waits ``latency_s`` first, and count them.
-
-    An fsspec ``AsyncFileSystem`` (so ``cat_ranges`` runs reads concurrently, ``batch_size``
-    at a time) over any filesystem (an async one shares fsspec's loop). It counts
-    ``requests``, ``bytes``, ``max_in_flight`` and ``round_trips``: the longest chain of
-    requests each started after the previous one finished (a request's depth is one more
-    than the deepest request finished before it started), which is the number of latencies a
-    gather waits, independent of the machine's speed.
-
-    Parameters
-    ----------
-    fs
-        The filesystem that holds the data (local, HTTP, S3, ...).
-    latency_s
-        Seconds added to every read.
-    """
-
-    cachable = False
-    protocol = "latency"
-
-    def __init__(self, fs, latency_s: float = 0.02, **kw):
-        super().__init__(**kw)
-        self.fs = fs
-        self.latency_s = float(latency_s)
-        self._count_lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        """Zero the counters."""
-        with self._count_lock:
-            self.requests = 0
-            self.bytes = 0
-            self.round_trips = 0
-            self.in_flight = self.max_in_flight = 0
-            self._done_depth = 0
-
-    async def _cat_file(self, path, start=None, end=None, **kw):
-        with self._count_lock:  # a request's depth: one more than any finished before it
-            depth = self._done_depth + 1
-            self.requests += 1
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(self.latency_s)
-            if getattr(self.fs, "async_impl", False):
-                data = await self.fs._cat_file(path, start=start, end=end, **kw)
-            else:
-                data = self.fs.cat_file(path, start=start, end=end, **kw)
-        finally:
-            with self._count_lock:
-                self.in_flight -= 1
-                self._done_depth = max(self._done_depth, depth)
-                self.round_trips = max(self.round_trips, depth)
-        self.bytes += len(data)
-        return data
-
-    async def _info(self, path, **kw):
-        if getattr(self.fs, "async_impl", False):
-            return await self.fs._info(path, **kw)
-        return self.fs.info(path, **kw)
-
-    async def _ls(self, path, detail=True, **kw):
-        if getattr(self.fs, "async_impl", False):
-            return await self.fs._ls(path, detail=detail, **kw)
-        return self.fs.ls(path, detail=detail, **kw)
-
-
