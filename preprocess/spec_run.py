@@ -238,7 +238,12 @@ def _map_edges(ctx: SpecContext, e: EdgeSpec) -> dict:
     epath = _edges_path(ctx, e)
     os.makedirs(os.path.dirname(epath), exist_ok=True)
     src = MappedEdges(_edge_source(e), ctx.mapper(e.etype[0]), ctx.mapper(e.etype[2]))
-    s = materialize_edges(src, epath)
+    if ctx.dask is not None:  # edge blocks mapped and written by the workers: the same file
+        from .dask_renumber import materialize_edges_dask
+
+        s = materialize_edges_dask(ctx.dask, src, epath, progress=ctx.progress)
+    else:
+        s = materialize_edges(src, epath)
     return {"edges": s.num_edges}
 
 

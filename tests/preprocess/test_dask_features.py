@@ -14,6 +14,7 @@ import pytest
 
 import featurestore as fs
 from preprocess.dask_features import TASK_PREFIX
+from preprocess.dask_renumber import TASK_PREFIX as MAP_PREFIX
 from preprocess.errors import PreprocessError
 from preprocess.spec_run import run_spec
 
@@ -59,6 +60,9 @@ def test_feature_blocks_as_tasks_give_the_same_store(toy, tmp_path, client, smal
     # written by the driver)
     assert _feature_tasks(ts) == 25
     assert job.manifest["steps"]["features:paper/feat"]["stats"]["tasks"] == 25
+    # renumbering: one task per edge file here (cites.parquet, cites2.npy, writes.csv,
+    # venue.npy), each mapping through the id maps and ranks reopened on the worker
+    assert len([t for t in ts.data if t["key"].startswith(MAP_PREFIX)]) == 4
     assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
     meta = json.loads((tmp_path / "dask" / "nodes" / "paper" / "features" / "feat" /
                        "zarr.json").read_text())
@@ -147,3 +151,24 @@ def test_mag240m_twin_on_dask(tmp_path, client, small):
     assert _feature_tasks(ts) == job.manifest["steps"]["features:paper"]["stats"]["tasks"] \
         == -(-3000 // 16)
     assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
+
+
+def test_renumbering_blocks_and_a_bad_id_on_dask(tmp_path, client, monkeypatch):
+    import preprocess.dask_renumber as dren
+    from preprocess.errors import BadInputError
+
+    spec, raw = make_toy_dataset(tmp_path / "d", reorder="degree")
+    run_spec(spec, tmp_path / "serial", **KW)
+    real = dren.materialize_edges_dask
+    monkeypatch.setattr(dren, "materialize_edges_dask",
+                        lambda *a, **kw: real(*a, **{**kw, "block_edges": 100}))
+    with distributed.get_task_stream(client) as ts:
+        run_spec(spec, tmp_path / "dask", dask=client, **KW)
+    # cites2.npy (1500 edges) and venue.npy (300) in 100-edge blocks, the others whole
+    assert len([t for t in ts.data if t["key"].startswith(MAP_PREFIX)]) == 15 + 3 + 2
+    assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
+    cites2 = np.load(tmp_path / "d" / "cites2.npy")
+    cites2[1, 1234] = 7  # not a paper id
+    np.save(tmp_path / "d" / "cites2.npy", cites2)
+    with pytest.raises(BadInputError, match=r"cites2.npy.*Got 7 \(row 1234\)"):
+        run_spec(spec, tmp_path / "bad", dask=client, **KW)
