@@ -749,7 +749,20 @@ class Store:
                             store=self)
 
     def values(self, ntype: str | None, name: str) -> np.ndarray:
-        """A per-node 1-D array (``label``, ``year``, ...), memory-mapped when local."""
+        """Return a per-node 1-D array (``label``, ``year``, ...), memory-mapped when local.
+
+        Parameters
+        ----------
+        ntype
+            The node type; ``None`` means the only one.
+        name
+            The value array's name (:meth:`value_names` lists them).
+
+        Raises
+        ------
+        UnknownNodeTypeError, UnknownFeatureError
+            No such node type, or no such value array of it.
+        """
         nt = self.resolve_ntype(ntype)
         vals = self.meta.node_types[nt].values
         if name not in vals:
@@ -758,15 +771,40 @@ class Store:
         return self._vector(fmt.values_key(nt, name))
 
     def labels(self, ntype: str | None = None) -> np.ndarray:
-        """Labels in store numbering (``-1`` where a node has none)."""
+        """Return the labels in store numbering (``-1`` where a node has none).
+
+        Parameters
+        ----------
+        ntype
+            The node type; ``None`` means the only one.
+        """
         return self.values(ntype, "label")
 
     def orig_ids(self, ntype: str | None = None) -> np.ndarray:
-        """Original id of every node: ``orig_ids(t)[store_id]``."""
+        """Return the original id of every node: ``orig_ids(t)[store_id]``.
+
+        Parameters
+        ----------
+        ntype
+            The node type; ``None`` means the only one.
+        """
         return self._vector(fmt.orig_id_key(self.resolve_ntype(ntype)))
 
     def split(self, name: str, ntype: str | None = None) -> np.ndarray:
-        """Store ids of the nodes of split ``name`` (``train``, ``valid``, ...)."""
+        """Return the store ids of the nodes of split ``name`` (``train``, ``valid``, ...).
+
+        Parameters
+        ----------
+        name
+            The split (:attr:`split_names` lists them).
+        ntype
+            The node type; ``None`` means the split's only node type.
+
+        Raises
+        ------
+        UnknownSplitError
+            No such split, or the split has no nodes of ``ntype``.
+        """
         splits = self.meta.splits
         if name not in splits:
             raise UnknownSplitError(f"Expected a split of {self.url}: {sorted(splits)}. "
