@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from featurestore.gather import LocalRows, check_ids
+from featurestore.gather import check_ids
 
 from ._kernels import memcpy as _memcpy
 
@@ -228,7 +228,7 @@ class FeatureCache:
         self.read_path = read_path
         self.hot = HotTier(feature.shape[0], rows, feature.shape[1:], feature.dtype, pin=pin)
         self.stats = CacheStats()
-        self._local = isinstance(feature.reader, LocalRows)
+        self._local = feature.reader.is_local  # LocalRows: read_uncached around the page cache
         self._bg = None  # one thread that issues the misses' reads while hits are copied
         if len(self.hot):  # fill: one sorted pass of reads around the page cache
             self._read(self.hot.rows, self.hot.data, None)

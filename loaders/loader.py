@@ -597,7 +597,6 @@ class NeighborLoader:
     def _resident_topology(self) -> None:
         """Copy the CSC arrays into the process, reading around the page cache."""
         from featurestore import format as fmt
-        from featurestore.gather import LocalRows
 
         store, g = self.store, self.sampler.graph
         csc = {}
@@ -606,7 +605,7 @@ class NeighborLoader:
             for name, a in (("indptr", p), ("indices", i)):
                 rows = (store.row_reader(fmt.edge_key(et, name))
                         if hasattr(store, "row_reader") else None)
-                if isinstance(rows, LocalRows):
+                if rows is not None and rows.is_local:
                     arrs.append(rows.read_all())
                     rows.release_pages()  # pages a validation pass read through the map
                 else:

@@ -171,7 +171,7 @@ def test_presample_scores_shrink_towards_the_degree_bin_mean():
 
 @pytest.mark.parametrize("read_path", ["direct", "dontneed"])
 def test_uncached_reads_at_every_density(wide_store, read_path, monkeypatch):
-    import featurestore.gather as G
+    import featurestore.rows.local as G
 
     F = wide_store.features()
     ref = F.numpy()
