@@ -33,7 +33,8 @@ __all__ = ["open_store", "Store", "FeatureArray"]
 
 def open_store(url: str | os.PathLike, *, storage_options: dict | None = None,
                read_path: str = "auto", io_threads: int = 32,
-               cache_bytes: int = 256 << 20, allow_incomplete: bool = False) -> Store:
+               cache_bytes: int = 256 << 20, allow_incomplete: bool = False,
+               cache_dir: str | os.PathLike | None = None) -> Store:
     """Open a store read-only.
 
     Parameters
@@ -53,10 +54,14 @@ def open_store(url: str | os.PathLike, *, storage_options: dict | None = None,
         Bound of the decoded-chunk cache of each compressed or remote feature array.
     allow_incomplete
         Open a store whose writer never committed (``verify`` uses this); reads may fail.
+    cache_dir
+        A local directory caching a remote store's data files block by block, on demand
+        (shared by the processes of a node; ``storage_options={"cache_dir": ...}`` is the
+        same). Ignored for a local store. See docs/scale-out.md, *A local cache tier*.
     """
     return Store(url, storage_options=storage_options, read_path=read_path,
                  io_threads=io_threads, cache_bytes=cache_bytes,
-                 allow_incomplete=allow_incomplete)
+                 allow_incomplete=allow_incomplete, cache_dir=cache_dir)
 
 
 log = logging.getLogger(__name__)
@@ -233,7 +238,9 @@ class Store:
     """
 
     def __init__(self, url, *, storage_options=None, read_path="auto", io_threads=32,
-                 cache_bytes=256 << 20, allow_incomplete=False):
+                 cache_bytes=256 << 20, allow_incomplete=False, cache_dir=None):
+        if cache_dir is not None:  # carried in the options, so pickled copies keep it
+            storage_options = {**(storage_options or {}), "cache_dir": os.fspath(cache_dir)}
         self._args = dict(url=os.fspath(url), storage_options=storage_options,
                           read_path=read_path, io_threads=io_threads, cache_bytes=cache_bytes,
                           allow_incomplete=allow_incomplete)

@@ -133,6 +133,20 @@ def test_rows_equal_and_second_gather_is_local(store, tmp_path):
         np.testing.assert_array_equal(s.features("paper").gather(other), x[other])
 
 
+def test_cache_dir_keyword(store, tmp_path):
+    """open_store(url, cache_dir=...) is storage_options={"cache_dir": ...}."""
+    path, url, counts, x = store
+    ids = np.arange(0, N, 11)
+    with fs.open_store(url, cache_dir=tmp_path / "kw", cache_bytes=0) as s:
+        np.testing.assert_array_equal(s.features("paper").gather(ids), x[ids])
+        assert s.loc.cache_dir is not None
+    counts.clear()
+    with fs.open_store(url, cache_dir=tmp_path / "kw", cache_bytes=0) as s:
+        np.testing.assert_array_equal(s.features("paper").gather(ids), x[ids])
+        assert s.loc.fs.stats["requests"] == 0
+    assert data_gets(counts) == 0
+
+
 def test_failed_fetch_leaves_no_hole(tmp_path):
     """A fetch that fails marks nothing: the next read fetches again (blockcache would
     return zeros here)."""
