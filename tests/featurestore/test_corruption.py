@@ -244,7 +244,8 @@ def test_sampler_never_sees_bad_topology_in_a_subprocess(store):
     code = ("import featurestore as fs, sys, numpy as np\nfrom loaders import NeighborLoader\n"
             f"s = fs.open_store({path!r})\n"
             "try:\n"
-            "    next(iter(NeighborLoader(s, num_neighbors=[5, 5], input_nodes=('b', np.arange(200)),\n"
+            "    next(iter(NeighborLoader(s, num_neighbors=[5, 5],\n"
+            "                             input_nodes=('b', np.arange(200)),\n"
             "                             batch_size=64, device='cpu')))\n"
             "except fs.CorruptStoreError as e:\n"
             "    print('named:', e); sys.exit(3)\n")

@@ -24,8 +24,8 @@ def coalesce_reference(rows):
 @given(st.lists(st.integers(0, 200), max_size=120))
 def test_coalesce_runs_matches_numpy(values):
     rows = np.unique(np.array(values, np.int64))
-    s, l, p = K.coalesce_runs(rows)
-    assert (s.tolist(), l.tolist(), p.tolist()) == coalesce_reference(rows)
+    starts, lengths, pos = K.coalesce_runs(rows)
+    assert (starts.tolist(), lengths.tolist(), pos.tolist()) == coalesce_reference(rows)
 
 
 @settings(max_examples=40, deadline=None)
