@@ -1,13 +1,16 @@
-"""Renumbering the edges as Dask tasks: the ``map:`` step of a spec job on workers.
+"""Renumbering as Dask tasks: the ``reorder:`` degree counts and ``map:`` steps on workers.
 
-The step maps every edge's raw ids (sparse int64 or strings) to store ids through the node
-types' id maps and degree rankings, and writes the ``[2, E]`` ``.npy`` the CSC passes read.
-The edges are cut into tasks: a ``.npy`` part into blocks of ``block_edges`` edges, any
-other part (parquet, CSV: no random access) whole. A task maps its edges with the same
-:class:`~preprocess.renumber.IdMapper` (reopened by file name on the worker) and writes them
-with ``os.pwrite`` at their position in the preallocated output, so the file is the
-single-process one byte for byte. The id maps themselves are built in the driver (their
-sorted runs come from one pass over the edge files; see docs/preprocess.md).
+A ``map:`` step of a spec job maps every edge's raw ids (sparse int64 or strings) to store ids
+through the node types' id maps and degree rankings, and writes the ``[2, E]`` ``.npy`` the
+CSC passes read. Its edges are cut into tasks: a ``.npy`` part into blocks of
+``block_edges`` edges, any other part (parquet, CSV: no random access) whole. A task maps its
+edges with the same :class:`~preprocess.renumber.IdMapper` (reopened by file name on the
+worker) and writes them with ``os.pwrite`` at their position in the preallocated output, so
+the file is the single-process one byte for byte. The degree counts of ``--reorder degree``
+are cut the same way: a task maps one side of its edges and returns the distinct store ids
+with their counts, which the driver adds into the degree array. The id maps themselves are
+built in the driver (their sorted runs come from one ordered pass over the input; see
+docs/preprocess.md).
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from .edges import ArraySource, EdgeSource, as_int64_ids, from_npy
 from .progress import bar
 from .renumber import IdMap, IdMapper, MappedEdges
 
-__all__ = ["MapperFiles", "materialize_edges_dask"]
+__all__ = ["MapperFiles", "materialize_edges_dask", "count_degrees_dask"]
 
 #: Dask key prefix of the renumbering tasks (tests count them).
 TASK_PREFIX = "map-edges"
+#: Dask key prefix of the degree-counting tasks.
+DEGREE_PREFIX = "count-degrees"
 
 
 @dataclass(frozen=True)
@@ -151,3 +156,65 @@ def materialize_edges_dask(client, source: MappedEdges, path: str, *,
         os.close(fd)
     os.replace(tmp, path)
     return from_npy(path)
+
+
+@dataclass(frozen=True)
+class _DegreeTask:
+    part: EdgeSource
+    lo: int | None  # edges [lo, hi) of an array part; None: the whole part
+    hi: int | None
+    side: str  # "source" or "destination"
+    mapper: MapperFiles
+    block_edges: int
+
+
+def _degree_task(t: _DegreeTask) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct store ids, their counts) of one side of the task's edges."""
+    m = t.mapper.open()
+    p = t.part
+    if t.lo is None:
+        blocks, at = p.iter_raw(t.block_edges), 0
+    else:
+        blocks, at = iter([(p.src[t.lo:t.hi], p.dst[t.lo:t.hi])]), t.lo
+    ids, counts = [], []
+    for s, d in blocks:
+        u, c = np.unique(m(s if t.side == "source" else d, p.name, t.side, at),
+                         return_counts=True)
+        ids.append(u)
+        counts.append(c)
+        at += len(s)
+    if len(ids) == 1:
+        return ids[0], counts[0].astype(np.int64)
+    if not ids:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    u, inv = np.unique(np.concatenate(ids), return_inverse=True)
+    return u, np.bincount(inv, weights=np.concatenate(counts), minlength=len(u)) \
+        .astype(np.int64)
+
+
+def count_degrees_dask(client, deg: np.ndarray, sides, *, block_edges: int = 1 << 22) -> None:
+    """``deg[store id] +=`` the edges naming it, over ``sides``: ``(source, side, mapper)``
+    triples (``side`` ``"source"`` or ``"destination"``), counted in Dask tasks."""
+    from distributed import as_completed
+
+    tasks = []
+    for source, side, mapper in sides:
+        mf = MapperFiles.of(mapper)
+        for part in source.parts():
+            if isinstance(part, ArraySource):
+                n = part.count_edges()
+                tasks += [_DegreeTask(part, lo, min(n, lo + block_edges), side, mf, block_edges)
+                          for lo in range(0, n, block_edges)]
+            else:
+                tasks.append(_DegreeTask(part, None, None, side, mf, block_edges))
+    tag = os.urandom(4).hex()
+    futures = [client.submit(_degree_task, t, key=f"{DEGREE_PREFIX}-{tag}-{i}", pure=False)
+               for i, t in enumerate(tasks)]
+    try:
+        for fut in as_completed(futures):
+            u, c = fut.result()
+            deg[u] += c  # u distinct: no repeated index in the fancy add
+            fut.release()
+    except BaseException:
+        client.cancel(futures)
+        raise

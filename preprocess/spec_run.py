@@ -137,18 +137,32 @@ def _count_steps(spec: DatasetSpec) -> list[StepDef]:
 
 
 # -- 2. degree reordering --------------------------------------------------------------------
+def _degree_sides(e: EdgeSpec, nt: str) -> list[int]:
+    """The columns of ``e`` (2: destination, 0: source) whose ids count toward ``nt``'s
+    degree: in-degree, plus out-degree over undirected or reversed types."""
+    sides = [2] if e.etype[2] == nt else []
+    if (e.undirected or e.reverse) and e.etype[0] == nt:
+        sides.append(0)
+    return sides
+
+
 def _degrees(ctx: SpecContext, nt: str) -> np.ndarray:
     """In-degree of every node of ``nt`` (plus out-degree over undirected/reversed types)."""
     n = ctx.count(nt)
     os.makedirs(os.path.dirname(ctx.rank_path(nt)), exist_ok=True)
     deg = (np.zeros(n, np.int64) if 8 * n <= ctx.budget_bytes // 4 else open_npy(
         ctx.rank_path(nt, "deg"), mode="w+", dtype=np.int64, shape=(n,)))
-    for e in ctx.spec.edges:
-        sides = [2] if e.etype[2] == nt else []
-        if (e.undirected or e.reverse) and e.etype[0] == nt:
-            sides.append(0)
+    if ctx.dask is not None:  # the lookups and counts per edge block as Dask tasks
+        from .dask_renumber import count_degrees_dask
+
         m = ctx.mapper(nt, ranked=False)
-        for side in sides:
+        count_degrees_dask(ctx.dask, deg, [
+            (_edge_source(e), "destination" if side == 2 else "source", m)
+            for e in ctx.spec.edges for side in _degree_sides(e, nt)])
+        return deg
+    for e in ctx.spec.edges:
+        m = ctx.mapper(nt, ranked=False)
+        for side in _degree_sides(e, nt):
             for part in _edge_source(e).parts():
                 at = 0
                 for s, d in part.iter_raw(1 << 22):

@@ -166,6 +166,12 @@ def test_renumbering_blocks_and_a_bad_id_on_dask(tmp_path, client, monkeypatch):
         run_spec(spec, tmp_path / "dask", dask=client, **KW)
     # cites2.npy (1500 edges) and venue.npy (300) in 100-edge blocks, the others whole
     assert len([t for t in ts.data if t["key"].startswith(MAP_PREFIX)]) == 15 + 3 + 2
+    # degree counts (4M-edge blocks, one per file and side): paper from cites (undirected:
+    # both sides of its 2 files) and writes.csv (destination); author from writes.csv
+    # (source, the type is reversed); venue from venue.npy (destination)
+    from preprocess.dask_renumber import DEGREE_PREFIX
+
+    assert len([t for t in ts.data if t["key"].startswith(DEGREE_PREFIX)]) == 4 + 1 + 1 + 1
     assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
     cites2 = np.load(tmp_path / "d" / "cites2.npy")
     cites2[1, 1234] = 7  # not a paper id
