@@ -215,6 +215,7 @@ class Job:
             self.manifest = {"job": name, "tool": f"featurestore {__version__}",
                              "started": _now(), "inputs": self.inputs, "options": self.options,
                              "steps": {}, "complete": False}
+        self._keep_scratch()
         if old is None and not force and self._store_exists():
             raise StoreExistsError(
                 f"Expected no store, or one this job started, at {self.store_url}. A store "
@@ -236,6 +237,19 @@ class Job:
                     f"Expected the inputs outside the output directory {self.store_url}. "
                     f"Got the input {rec['path']} inside it; move the input or choose "
                     "another output. Nothing was written.")
+
+    def _keep_scratch(self) -> None:
+        """A resumed job keeps the scratch directory its finished steps' work files are in
+        (taken from the manifest when not given; another one is refused)."""
+        had = self.manifest.get("scratch_dir")
+        if self.resumed and had != self.scratch_dir:
+            if self.scratch_dir is not None:
+                raise ManifestMismatchError(
+                    f"Expected the scratch directory of the run that started {self.store_url} "
+                    f"({had or 'inside the store'}), where its work files are. Got "
+                    f"{self.scratch_dir}. Pass the same --scratch, or --force to start over.")
+            self.scratch_dir = had
+        self.manifest["scratch_dir"] = self.scratch_dir
 
     def _read_manifest(self) -> dict | None:
         try:

@@ -216,3 +216,20 @@ def test_s3_store_on_dask_through_moto(toy, tmp_path, client, small, monkeypatch
     finally:
         s3fs.S3FileSystem.clear_instance_cache()
         server.stop()
+
+
+def test_a_resumed_job_keeps_its_scratch_directory(toy, tmp_path):
+    from preprocess.errors import ManifestMismatchError
+    from preprocess.job import Job
+
+    spec, _ = toy
+    store, scratch = tmp_path / "store", tmp_path / "scratch"
+    job = Job(store, "t", [spec], {}, progress=False, scratch_dir=scratch)
+    job.run_step("nodes", lambda: job.writer.add_node_type("n", 3))
+    assert job.workdir.startswith(str(scratch))
+    job.close()
+    again = Job(store, "t", [spec], {}, progress=False)  # no --scratch: the recorded one
+    assert again.scratch_dir == str(scratch) and again.tmpdir.startswith(str(scratch))
+    again.close()
+    with pytest.raises(ManifestMismatchError, match="same --scratch"):
+        Job(store, "t", [spec], {}, progress=False, scratch_dir=tmp_path / "other")
