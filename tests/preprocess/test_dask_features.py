@@ -204,15 +204,17 @@ def test_s3_store_on_dask_through_moto(toy, tmp_path, client, small, monkeypatch
                      "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "us-east-1"}.items():
             monkeypatch.setenv(k, v)
         s3fs.S3FileSystem.clear_instance_cache()
-        s3fs.S3FileSystem(**opts).mkdir("graphs")
+        s3 = s3fs.S3FileSystem(**opts)
+        s3.mkdir("dask-preprocess")  # moto's buckets are per process: a name of its own
         spec, _ = toy
         run_spec(spec, tmp_path / "serial", **KW)
         with distributed.get_task_stream(client) as ts:
-            run_spec(spec, "s3://graphs/toy", dask=client, scratch_dir=tmp_path / "scratch",
-                     **KW)
+            run_spec(spec, "s3://dask-preprocess/toy", dask=client,
+                     scratch_dir=tmp_path / "scratch", **KW)
         assert _feature_tasks(ts) == 25
-        got = _memory_snapshot("s3://graphs/toy", **opts)
+        got = _memory_snapshot("s3://dask-preprocess/toy", **opts)
         assert got == store_snapshot(tmp_path / "serial")
+        s3.rm("dask-preprocess", recursive=True)
     finally:
         s3fs.S3FileSystem.clear_instance_cache()
         server.stop()
