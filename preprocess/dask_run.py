@@ -1,12 +1,19 @@
 """Dask for the preprocessing jobs (``--dask ADDRESS`` or ``--dask local:N``), imported lazily.
 
-A job given a ``distributed.Client`` sorts the destination ranges of each CSC conversion as
-Dask tasks (:func:`preprocess.csc.coo_to_csc`): the driver reads the histogram (and spills
-the input once when there are many ranges), each task sorts one range in its own memory
-budget and leaves its slice of ``indices`` in the job's scratch directory, and the driver
-appends the slices in range order, so the store is byte for byte the single-process one.
-The scratch directory (inside a local store) must be storage every worker sees: the same
-machine, or a shared file system.
+A job given a ``distributed.Client`` runs the work of a step that scales with the data as
+Dask tasks, and keeps its order, manifest and single store writer in the driver:
+
+* the destination ranges of each CSC conversion (:func:`preprocess.csc.coo_to_csc`): the
+  driver reads the histogram (and spills the input once when there are many ranges), each
+  task sorts one range in its own memory budget and leaves its slice of ``indices`` in the
+  job's scratch directory, and the driver appends the slices in range order;
+* the row blocks of a feature matrix (:mod:`preprocess.dask_features`);
+* the degree counts and the renumbering of the edges of a spec job
+  (:mod:`preprocess.dask_renumber`).
+
+The store is byte for byte the single-process one. The scratch directory (inside a local
+store, or ``--scratch DIR``) must be storage every worker sees: the same machine, or a shared
+file system; :func:`check_shared_scratch` refuses a remote store without one.
 """
 
 from __future__ import annotations
