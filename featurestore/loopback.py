@@ -11,6 +11,7 @@ Neither needs pytest.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import http.server
 import io
@@ -38,6 +39,10 @@ class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
         """Answer a Range request with 206 and the bytes; anything else as the base class."""
         rng = self.headers.get("Range")
         path = self.translate_path(self.path)
+        paths = getattr(self.server, "paths", None)
+        if paths is not None and self.command == "GET" and os.path.isfile(path):
+            with self.server.counts_lock:
+                paths[self.path] += 1
         if not rng or not os.path.isfile(path):
             return super().send_head()
         with open(path, "rb") as f:
@@ -96,7 +101,8 @@ class _Server(http.server.ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-def serve_http(directory, counts: dict | None = None) -> tuple[str, Any]:
+def serve_http(directory, counts: dict | None = None,
+               paths: collections.Counter | None = None) -> tuple[str, Any]:
     """Serve ``directory`` read-only on 127.0.0.1 (a free port) with byte ranges.
 
     Parameters
@@ -106,6 +112,9 @@ def serve_http(directory, counts: dict | None = None) -> tuple[str, Any]:
     counts
         When given, the range requests answered and their bytes are added to its
         ``"requests"`` and ``"bytes"`` (the server's own count, independent of the reader's).
+    paths
+        When given, the GETs of each file (ranged or whole; directory listings left out) are
+        counted in it by URL path.
 
     Returns
     -------
@@ -116,7 +125,7 @@ def serve_http(directory, counts: dict | None = None) -> tuple[str, Any]:
     """
     handler = functools.partial(RangeRequestHandler, directory=os.fspath(directory))
     srv = _Server(("127.0.0.1", 0), handler)
-    srv.counts, srv.counts_lock = counts, threading.Lock()
+    srv.counts, srv.paths, srv.counts_lock = counts, paths, threading.Lock()
     srv._conns, srv._conns_lock = set(), threading.Lock()
     srv.daemon_threads = True
     t = threading.Thread(target=srv.serve_forever, daemon=True)

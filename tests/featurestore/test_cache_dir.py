@@ -6,19 +6,16 @@ rewritten store is never served from the old cache."""
 from __future__ import annotations
 
 import collections
-import functools
-import http.server
-import io
 import os
 import pickle
 import shutil
-import threading
 
 import numpy as np
 import pytest
 import zarr
 
 import featurestore as fs
+from featurestore.loopback import serve_http
 from featurestore.location import Location
 from featurestore.rangecache import RangeCacheFileSystem
 from graph_helpers import random_csc
@@ -26,56 +23,14 @@ from graph_helpers import random_csc
 N, DIM = 5000, 32
 
 
-class RangeHandler(http.server.SimpleHTTPRequestHandler):
-    """Static files with byte ranges; counts GETs of files (not directory listings)."""
-
-    counts: collections.Counter
-
-    def log_message(self, *args):
-        pass
-
-    def send_head(self):
-        path = self.translate_path(self.path)
-        if self.command == "GET" and os.path.isfile(path):
-            self.counts[self.path] += 1
-        rng = self.headers.get("Range")
-        if not rng or not os.path.isfile(path):
-            return super().send_head()
-        size = os.path.getsize(path)
-        a, _, b = rng.strip().removeprefix("bytes=").partition("-")
-        start, end = (max(0, size - int(b)), size - 1) if a == "" else \
-            (int(a), min(size - 1, int(b) if b else size - 1))
-        with open(path, "rb") as f:
-            f.seek(start)
-            body = f.read(end - start + 1)
-        self.send_response(206)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        return io.BytesIO(body)
-
-
-class Server(http.server.ThreadingHTTPServer):
-    """A threaded server with a listen backlog for hundreds of concurrent range requests
-    (the default of 5 drops connections, and the client waits for its read timeout)."""
-
-    request_queue_size = 1024
-    daemon_threads = True
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """(served directory, base URL, GETs per file) of a threaded HTTP server on loopback."""
     root = tmp_path_factory.mktemp("served")
     counts = collections.Counter()
-    handler = functools.partial(type("H", (RangeHandler,), {"counts": counts}),
-                                directory=str(root))
-    srv = Server(("127.0.0.1", 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield root, f"http://127.0.0.1:{srv.server_address[1]}", counts
-    srv.shutdown()
-    srv.server_close()
+    url, stop = serve_http(root, paths=counts)
+    yield root, url, counts
+    stop()
 
 
 def build(path, seed=5):

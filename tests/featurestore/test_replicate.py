@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import argparse
 import collections
-import functools
-import http.server
 import os
 import shutil
-import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
 
 import featurestore as fs
+from featurestore.loopback import serve_http
 import featurestore.replicate as rp
 from featurestore.commands import register
 from featurestore.lock import LOCK_NAME
@@ -26,58 +25,14 @@ from graph_helpers import random_csc
 N, DIM = 3000, 24
 
 
-class RangeHandler(http.server.SimpleHTTPRequestHandler):
-    """Static files with byte ranges (``bytes=a-b`` and suffixes); counts GETs per path."""
-
-    counts: collections.Counter  # set per server
-
-    def log_message(self, *args):
-        pass
-
-    def send_head(self):
-        if self.command == "GET":
-            self.counts[self.path] += 1
-        path = self.translate_path(self.path)
-        rng = self.headers.get("Range")
-        if not rng or not os.path.isfile(path):
-            return super().send_head()
-        size = os.path.getsize(path)
-        a, _, b = rng.strip().removeprefix("bytes=").partition("-")
-        start, end = (max(0, size - int(b)), size - 1) if a == "" else \
-            (int(a), min(size - 1, int(b) if b else size - 1))
-        with open(path, "rb") as f:
-            f.seek(start)
-            body = f.read(end - start + 1)
-        self.send_response(206)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        import io
-
-        return io.BytesIO(body)
-
-
-class Server(http.server.ThreadingHTTPServer):
-    """A threaded server with a listen backlog for hundreds of concurrent range requests
-    (the default of 5 drops connections, and the client waits for its read timeout)."""
-
-    request_queue_size = 1024
-    daemon_threads = True
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """(served directory, base URL, request counter) of a threaded HTTP server on loopback."""
     root = tmp_path_factory.mktemp("served")
     counts = collections.Counter()
-    handler = functools.partial(type("H", (RangeHandler,), {"counts": counts}),
-                                directory=str(root))
-    srv = Server(("127.0.0.1", 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield root, f"http://127.0.0.1:{srv.server_address[1]}", counts
-    srv.shutdown()
-    srv.server_close()
+    url, stop = serve_http(root, paths=counts)
+    yield root, url, counts
+    stop()
 
 
 def build(path, seed=3, commit=True):
@@ -108,7 +63,7 @@ def tree(root) -> dict[str, bytes]:
         for n in names:
             p = os.path.join(d, n)
             if n != LOCK_NAME:
-                out[os.path.relpath(p, root)] = open(p, "rb").read()
+                out[os.path.relpath(p, root)] = Path(p).read_bytes()
     return out
 
 

@@ -97,7 +97,8 @@ def test_writer_writes_the_local_layout_to_s3(stores):
     for key in sorted(here):
         if key.endswith("zarr.json"):
             continue  # metadata holds the write time and generation id
-        assert s3.cat_file(f"{url}/{key}") == open(os.path.join(local, key), "rb").read(), key
+        with open(os.path.join(local, key), "rb") as f:
+            assert s3.cat_file(f"{url}/{key}") == f.read(), key
 
 
 def test_open_store_on_s3_reads_what_was_written(stores):

@@ -118,7 +118,8 @@ def test_verify_catches_truncated_chunk_file(tmp_path, capsys):
 
 def _overwrite(path, key, index, value):
     """Overwrite one element of a 1-D int array in place (as a bit flip on disk would)."""
-    meta = json.load(open(os.path.join(path, key, "zarr.json")))
+    with open(os.path.join(path, key, "zarr.json")) as f:
+        meta = json.load(f)
     dt = np.dtype(meta["data_type"])
     with open(_shard(path, key), "r+b") as fh:
         fh.seek(index * dt.itemsize)
