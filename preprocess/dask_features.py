@@ -56,8 +56,8 @@ class MappedArray:
         """The file behind ``arr`` (a read-only ``np.memmap`` of a whole file), or None."""
         if not isinstance(arr, np.memmap) or arr.filename is None:
             return None
-        if not isinstance(arr.base, mmap.mmap):  # a slice keeps its parent's offset
-            return None
+        if not isinstance(arr.base, mmap.mmap) or not arr.flags.c_contiguous:
+            return None  # a slice keeps its parent's offset; Fortran order maps differently
         if arr.flags.writeable:
             arr.flush()  # rows the driver wrote, on disk for workers on other machines
         return cls(os.fspath(arr.filename), int(arr.offset), arr.dtype.str, tuple(arr.shape))

@@ -235,3 +235,16 @@ def test_a_resumed_job_keeps_its_scratch_directory(toy, tmp_path):
     again.close()
     with pytest.raises(ManifestMismatchError, match="same --scratch"):
         Job(store, "t", [spec], {}, progress=False, scratch_dir=tmp_path / "other")
+
+
+def test_mapped_array_by_name(tmp_path):
+    from preprocess.dask_features import MappedArray
+
+    a = np.arange(60, dtype=np.float32).reshape(20, 3)
+    np.save(tmp_path / "c.npy", a)
+    np.save(tmp_path / "f.npy", np.asfortranarray(a))
+    m = np.load(tmp_path / "c.npy", mmap_mode="r")
+    np.testing.assert_array_equal(MappedArray.of(m).open(), a)
+    assert MappedArray.of(m[5:]) is None  # a slice: its offset attribute is the parent's
+    assert MappedArray.of(np.load(tmp_path / "f.npy", mmap_mode="r")) is None
+    assert MappedArray.of(a) is None
