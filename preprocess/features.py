@@ -19,6 +19,7 @@ whatever the order).
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 import os
 import shutil
@@ -283,30 +284,31 @@ def _bucket_permute(source, perm, rows, budget_bytes, tmpdir, cast, progress, st
             p = np.asarray(perm[lo:lo + step], dtype=np.int64)
             inv[p] = np.arange(lo, lo + len(p), dtype=np.int64)
         inv.flush()
-        files = [open(os.path.join(scratch, f"b{b}.rows"), "wb") for b in range(nb)]
-        pos_files = [open(os.path.join(scratch, f"b{b}.pos"), "wb") for b in range(nb)]
-        src_rows = max(1, int(budget_bytes // 4 // max(source.row_bytes + out_row + 16, 1)))
-        with bar(n, f"{source.name}: distribute", progress, unit="row") as pb:
-            at = 0
-            for block in source.iter_blocks(src_rows):
-                k = block.shape[0]
-                dest = np.asarray(inv[at:at + k])
-                b = dest // bucket_rows
-                order = np.argsort(b, kind="stable")
-                cb = cast(block)[order]
-                bs = b[order]
-                dest = dest[order]
-                cuts = np.flatnonzero(np.diff(bs)) + 1
-                for seg in np.split(np.arange(k), cuts):
-                    if seg.size:
-                        j = int(bs[seg[0]])
-                        files[j].write(memoryview(np.ascontiguousarray(cb[seg])).cast("B"))
-                        pos_files[j].write(memoryview(dest[seg] - j * bucket_rows).cast("B"))
-                stats["bytes_read"] = stats.get("bytes_read", 0) + block.nbytes
-                at += k
-                pb.update(k)
-        for f in files + pos_files:
-            f.close()
+        with contextlib.ExitStack() as stack:  # the bucket files close on errors too
+            files = [stack.enter_context(open(os.path.join(scratch, f"b{b}.rows"), "wb"))
+                     for b in range(nb)]
+            pos_files = [stack.enter_context(open(os.path.join(scratch, f"b{b}.pos"), "wb"))
+                         for b in range(nb)]
+            src_rows = max(1, int(budget_bytes // 4 // max(source.row_bytes + out_row + 16, 1)))
+            with bar(n, f"{source.name}: distribute", progress, unit="row") as pb:
+                at = 0
+                for block in source.iter_blocks(src_rows):
+                    k = block.shape[0]
+                    dest = np.asarray(inv[at:at + k])
+                    b = dest // bucket_rows
+                    order = np.argsort(b, kind="stable")
+                    cb = cast(block)[order]
+                    bs = b[order]
+                    dest = dest[order]
+                    cuts = np.flatnonzero(np.diff(bs)) + 1
+                    for seg in np.split(np.arange(k), cuts):
+                        if seg.size:
+                            j = int(bs[seg[0]])
+                            files[j].write(memoryview(np.ascontiguousarray(cb[seg])).cast("B"))
+                            pos_files[j].write(memoryview(dest[seg] - j * bucket_rows).cast("B"))
+                    stats["bytes_read"] = stats.get("bytes_read", 0) + block.nbytes
+                    at += k
+                    pb.update(k)
         del inv
         for b in range(nb):
             lo = b * bucket_rows

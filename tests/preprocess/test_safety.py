@@ -188,6 +188,7 @@ def test_writer_in_another_process_holds_the_lock_until_it_dies(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+        proc.stdout.close()
     w = fs.create_store(p, mode="a")  # kill -9 released the lock: the store resumes
     assert w.has_array("nodes/v/orig_id")
     w.commit()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -68,7 +70,7 @@ def test_toy_spec(tmp_path, reorder):
 
 def test_spec_errors_name_the_entry(tmp_path):
     spec, _ = make_toy_dataset(tmp_path / "d")
-    text = open(spec).read()
+    text = Path(spec).read_text()
     bad = tmp_path / "d" / "missing.yaml"
     bad.write_text(text.replace("feat.npy", "nofeat.npy"))
     with pytest.raises(InputNotFoundError, match="nodes.paper.features.feat.*nofeat.npy"):
@@ -96,8 +98,9 @@ def test_dry_run_writes_nothing(tmp_path):
 
 def test_to_undirected_option(tmp_path):
     spec, raw = make_toy_dataset(tmp_path / "d", reorder="none")
-    text = open(spec).read().replace("    undirected: true\n", "").replace(
-        "    reverse: true\n", "").replace("coalesce: true", "coalesce: true\n  to_undirected: true")
+    text = Path(spec).read_text().replace("    undirected: true\n", "").replace(
+        "    reverse: true\n", "").replace("coalesce: true",
+                                        "coalesce: true\n  to_undirected: true")
     (tmp_path / "d" / "u.yaml").write_text(text)
     run_spec(tmp_path / "d" / "u.yaml", tmp_path / "store", progress=False)
     s = fs.open_store(tmp_path / "store")
