@@ -43,7 +43,7 @@ class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
         if paths is not None and self.command == "GET" and os.path.isfile(path):
             with self.server.counts_lock:
                 paths[self.path] += 1
-        if not rng or not os.path.isfile(path):
+        if not rng or not os.path.isfile(path) or not getattr(self.server, "ranges", True):
             return super().send_head()
         with open(path, "rb") as f:
             size = f.seek(0, 2)
@@ -102,7 +102,8 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 def serve_http(directory, counts: dict | None = None,
-               paths: collections.Counter | None = None) -> tuple[str, Any]:
+               paths: collections.Counter | None = None,
+               ranges: bool = True) -> tuple[str, Any]:
     """Serve ``directory`` read-only on 127.0.0.1 (a free port) with byte ranges.
 
     Parameters
@@ -115,6 +116,9 @@ def serve_http(directory, counts: dict | None = None,
     paths
         When given, the GETs of each file (ranged or whole; directory listings left out) are
         counted in it by URL path.
+    ranges
+        ``False`` ignores ``Range`` headers and sends whole files, as ``python -m http.server``
+        does (to test clients against servers without range support).
 
     Returns
     -------
@@ -126,6 +130,7 @@ def serve_http(directory, counts: dict | None = None,
     handler = functools.partial(RangeRequestHandler, directory=os.fspath(directory))
     srv = _Server(("127.0.0.1", 0), handler)
     srv.counts, srv.paths, srv.counts_lock = counts, paths, threading.Lock()
+    srv.ranges = ranges
     srv._conns, srv._conns_lock = set(), threading.Lock()
     srv.daemon_threads = True
     t = threading.Thread(target=srv.serve_forever, daemon=True)

@@ -8,6 +8,8 @@ import json
 import shutil
 import statistics
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -52,7 +54,7 @@ def _json(path):
 
 def _is_png(p):
     """True when ``p`` is a PNG (or, without matplotlib, when no chart was asked for)."""
-    return not PLOT or open(p, "rb").read(8) == PNG
+    return not PLOT or Path(p).read_bytes()[:8] == PNG
 
 
 def test_device_probe_on_a_directory(tmp_path, capsys):

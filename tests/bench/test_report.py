@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import statistics
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -65,7 +67,7 @@ def test_md_table_round_trip():
 def test_write_json_numpy_values(tmp_path):
     p = write_json({"a": np.int64(3), "b": np.arange(3), "c": np.float32(0.5)},
                    str(tmp_path / "d" / "r.json"))
-    assert json.loads(open(p).read()) == {"a": 3, "b": [0, 1, 2], "c": 0.5}
+    assert json.loads(Path(p).read_text()) == {"a": 3, "b": [0, 1, 2], "c": 0.5}
     assert [f.name for f in (tmp_path / "d").iterdir()] == ["r.json"]  # no temporary left
 
 
@@ -79,7 +81,7 @@ def test_charts_are_png(tmp_path):
     c = plot_stacked(str(tmp_path / "s.png"), [("x", {"a": 1.0, "b": 2.0}), ("y", {"b": 3.0})],
                      "ms", "stages")
     for f in (a, b, c):
-        assert open(f, "rb").read(8) == PNG
+        assert Path(f).read_bytes()[:8] == PNG
 
 
 def _rec(method, cache, sec, batch=1000, layout="float32 x 128"):
@@ -149,7 +151,7 @@ def test_preprocess_chart_skips_stages_that_did_not_run(tmp_path):
     rep = {"benchmark": "preprocess", "results": {"edges": {"edges": 10, "ours": [
         {"seconds": 1.0, "phases": {"histogram_seconds": 0.5, "spill_seconds": None}}]}}}
     (f,) = render.plots(rep, str(tmp_path))
-    assert open(f, "rb").read(8) == PNG
+    assert Path(f).read_bytes()[:8] == PNG
 
 
 def test_memcap_from_option_env_or_path(tmp_path, monkeypatch):

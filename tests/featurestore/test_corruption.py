@@ -14,6 +14,8 @@ import subprocess
 import sys
 import threading
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import zarr
@@ -61,7 +63,7 @@ def _root(path):
 
 
 def edit_root(path, fn):
-    meta = json.load(open(_root(path)))
+    meta = json.loads(Path(_root(path)).read_text())
     fn(meta["attributes"])
     with open(_root(path), "w") as f:
         json.dump(meta, f)
@@ -69,7 +71,7 @@ def edit_root(path, fn):
 
 def edit_array_meta(path, key, fn):
     p = os.path.join(path, key, "zarr.json")
-    meta = json.load(open(p))
+    meta = json.loads(Path(p).read_text())
     fn(meta)
     with open(p, "w") as f:
         json.dump(meta, f)
@@ -92,7 +94,7 @@ def poke(file, offset, raw: bytes):
 
 def put(path, key, index, value):
     """Overwrite element ``index`` of the 1-D array ``key``."""
-    dt = np.dtype(json.load(open(os.path.join(path, key, "zarr.json")))["data_type"])
+    dt = np.dtype(json.loads(Path(os.path.join(path, key, "zarr.json")).read_text())["data_type"])
     poke(shard(path, key), index * dt.itemsize, np.array([value], dt).tobytes())
 
 
@@ -152,24 +154,24 @@ def test_array_metadata_not_json_or_not_v1(store):
     path, _ = store
     key = "nodes/a/features/feat"
     file = os.path.join(path, key, "zarr.json")
-    good = open(file).read()
-    open(file, "w").write("{not json")
+    good = Path(file).read_text()
+    Path(file).write_text("{not json")
     with pytest.raises(fs.CorruptStoreError, match="not valid JSON") as e:
         fs.open_store(path).features("a")
     assert file in str(e.value)
     assert any(key in p and "JSON" in p for p in verify_store(path))
-    open(file, "w").write(good)
+    Path(file).write_text(good)
     edit_array_meta(path, key, lambda m: m.update(codecs=[{"name": "bytes", "configuration":
                                                            {"endian": "little"}}]))
     with pytest.raises(fs.CorruptStoreError, match="v1 layout"):
         fs.open_store(path).features("a")
     assert any(key in p and "v1 layout" in p for p in verify_store(path))
-    open(file, "w").write(good)
+    Path(file).write_text(good)
     edit_array_meta(path, key, lambda m: m["codecs"][0]["configuration"]["codecs"][0]
                     ["configuration"].update(endian="big"))
     with pytest.raises(fs.CorruptStoreError, match="big-endian"):
         fs.open_store(path).features("a")
-    open(file, "w").write(good)
+    Path(file).write_text(good)
     edit_array_meta(path, key, lambda m: m.update(shape=[NA]))
     with pytest.raises(fs.CorruptStoreError, match="shape"):
         fs.open_store(path).features("a")
@@ -179,7 +181,7 @@ def test_schema_round_trip(store):
     from featurestore.schema import StoreSchema
 
     path, _ = store
-    attrs = json.load(open(_root(path)))["attributes"]
+    attrs = json.loads(Path(_root(path)).read_text())["attributes"]
     sch = StoreSchema.from_attrs(attrs, path)
     assert sch.to_attrs()["schema"] == attrs["schema"]
     assert sch.validate() == sch
@@ -326,8 +328,8 @@ def test_compressed_missing_shard_raises(store):
 
 def _compressed_index(path, key):
     f = shard(path, key)
-    raw = open(f, "rb").read()
-    meta = json.load(open(os.path.join(path, key, "zarr.json")))
+    raw = Path(f).read_bytes()
+    meta = json.loads(Path(os.path.join(path, key, "zarr.json")).read_text())
     conf = meta["codecs"][0]["configuration"]
     n = meta["chunk_grid"]["configuration"]["chunk_shape"][0] // conf["chunk_shape"][0]
     return f, raw, n
@@ -362,7 +364,8 @@ def test_compressed_inner_chunk_missing_from_index(store):
 def test_verify_data_sees_flipped_bytes(store, capsys):
     path, data = store
     key = "nodes/a/features/feat"
-    rec = json.load(open(os.path.join(path, key, "zarr.json")))["attributes"]["checksum"]
+    meta = json.loads(Path(os.path.join(path, key, "zarr.json")).read_text())
+    rec = meta["attributes"]["checksum"]
     assert rec["algorithm"] == "crc32" and len(rec["values"]) == 1
     assert cli_main(["verify", "--data", path]) == 0
     row_bytes = DIM * 4

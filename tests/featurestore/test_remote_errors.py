@@ -5,8 +5,7 @@ Every server here listens on 127.0.0.1 only."""
 
 from __future__ import annotations
 
-import functools
-import http.server
+import contextlib
 import socket
 import threading
 import time
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 import featurestore as fs
+from featurestore.loopback import serve_http
 from featurestore.errors import RemoteStoreError
 
 pytest.importorskip("aiohttp")
@@ -30,67 +30,27 @@ def store_dir(tmp_path_factory):
     return p
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-
-
-class _RangeHandler(_Quiet):
-    """SimpleHTTPRequestHandler plus single byte ranges (``bytes=a-b`` and ``bytes=-n``)."""
-
-    def send_head(self):
-        rng = self.headers.get("Range")
-        if not rng or self.command != "GET":
-            return super().send_head()
-        path = self.translate_path(self.path)
-        try:
-            f = open(path, "rb")
-        except OSError:
-            self.send_error(404)
-            return None
-        size = f.seek(0, 2)
-        a, b = rng.split("=", 1)[1].split("-")
-        start, end = (size - int(b), size - 1) if a == "" else (int(a), int(b) if b else size - 1)
-        end = min(end, size - 1)
-        f.seek(start)
-        data = f.read(end - start + 1)
-        f.close()
-        self.send_response(206)
-        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        import io
-
-        return io.BytesIO(data)
-
-
-def _serve(handler, directory):
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                          functools.partial(handler, directory=str(directory)))
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    return srv
+@contextlib.contextmanager
+def _served(directory, ranges=True):
+    """The URL of ``directory`` on a loopback HTTP server, stopped (connections closed) after."""
+    url, stop = serve_http(directory, ranges=ranges)
+    try:
+        yield url
+    finally:
+        stop()
 
 
 def test_server_with_range_support_reads_rows(store_dir):
-    srv = _serve(_RangeHandler, store_dir.parent)
-    try:
-        url = f"http://127.0.0.1:{srv.server_address[1]}/{store_dir.name}"
-        s = fs.open_store(url)
+    with _served(store_dir.parent) as base, fs.open_store(f"{base}/{store_dir.name}") as s, \
+            fs.open_store(store_dir) as local:
         rows = s.features("v").gather([3, 4999, 0])
-        assert np.array_equal(rows, fs.open_store(store_dir).features("v").gather([3, 4999, 0]))
-    finally:
-        srv.shutdown()
+        assert np.array_equal(rows, local.features("v").gather([3, 4999, 0]))
 
 
 def test_server_without_range_support_is_named_at_open(store_dir):
-    srv = _serve(_Quiet, store_dir.parent)  # python -m http.server: no Range
-    try:
-        url = f"http://127.0.0.1:{srv.server_address[1]}/{store_dir.name}"
+    with _served(store_dir.parent, ranges=False) as base:  # as python -m http.server
         with pytest.raises(RemoteStoreError, match="Range"):
-            fs.open_store(url)
-    finally:
-        srv.shutdown()
+            fs.open_store(f"{base}/{store_dir.name}")
 
 
 def test_stopped_server_names_the_url(store_dir):
@@ -103,14 +63,12 @@ def test_stopped_server_names_the_url(store_dir):
 
 
 def test_server_stopping_mid_use_names_the_array(store_dir):
-    srv = _serve(_RangeHandler, store_dir.parent)
-    url = f"http://127.0.0.1:{srv.server_address[1]}/{store_dir.name}"
-    s = fs.open_store(url)
-    f = s.features("v")
-    srv.shutdown()
-    srv.server_close()
-    with pytest.raises((RemoteStoreError, fs.CorruptStoreError), match="feat"):
-        f.gather([10, 20])
+    url, stop = serve_http(store_dir.parent)
+    with fs.open_store(f"{url}/{store_dir.name}") as s:
+        f = s.features("v")
+        stop()
+        with pytest.raises((RemoteStoreError, fs.CorruptStoreError), match="feat"):
+            f.gather([10, 20])
 
 
 def test_stalled_server_times_out_with_a_message(store_dir):
@@ -151,10 +109,9 @@ def test_stalled_server_times_out_with_a_message(store_dir):
 def test_a_transient_failure_is_retried(store_dir, monkeypatch):
     import featurestore.reader as R
 
-    srv = _serve(_RangeHandler, store_dir.parent)
-    try:
-        url = f"http://127.0.0.1:{srv.server_address[1]}/{store_dir.name}"
-        f = fs.open_store(url).features("v")
+    with _served(store_dir.parent) as base, fs.open_store(f"{base}/{store_dir.name}") as st, \
+            fs.open_store(store_dir) as local:
+        f = st.features("v")
         real, calls = f.reader.gather, []
 
         def flaky(*a):
@@ -167,8 +124,9 @@ def test_a_transient_failure_is_retried(store_dir, monkeypatch):
         monkeypatch.setattr(R, "REMOTE_BACKOFF_S", 0.01)
         rows = f.gather([1, 2])
         assert len(calls) == 3
-        assert np.array_equal(rows, fs.open_store(store_dir).features("v").gather([1, 2]))
+        assert np.array_equal(rows, local.features("v").gather([1, 2]))
         calls.clear()
+
         def down(*a):
             calls.append(1)
             raise ConnectionResetError("down")
@@ -177,5 +135,3 @@ def test_a_transient_failure_is_retried(store_dir, monkeypatch):
         with pytest.raises(RemoteStoreError, match="feat"):
             f.gather([1])
         assert len(calls) == R.REMOTE_RETRIES + 1
-    finally:
-        srv.shutdown()
