@@ -105,7 +105,8 @@ def test_wrong_dtypes(tmp_path, values, msg):
 
 
 def test_nulls_and_strings_in_parquet(tmp_path):
-    pq.write_table(pa.table({"src": pa.array([0, None, 2]), "dst": [1, 2, 3]}), tmp_path / "n.parquet")
+    pq.write_table(pa.table({"src": pa.array([0, None, 2]), "dst": [1, 2, 3]}),
+                   tmp_path / "n.parquet")
     with pytest.raises(BadInputError, match="n.parquet. Got 1 null"):
         _all(from_parquet(tmp_path / "n.parquet"))
     pq.write_table(pa.table({"src": ["a", "b"], "dst": ["c", "d"]}), tmp_path / "s.parquet")

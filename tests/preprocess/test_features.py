@@ -69,7 +69,8 @@ def test_feature_errors(tmp_path, data):
         write_features(w, "n", "a", FeatureSource.from_npy(tmp_path / "x.npy"), progress=False)
     pq.write_table(pa.table({"l": pa.array([[1.0, 2.0], [3.0]] + [[0.0, 0.0]] * 997)}),
                    tmp_path / "ragged.parquet")
-    with pytest.raises(BadInputError, match="lists of 2 values in .*ragged.parquet.*Got 1 at row 1"):
+    with pytest.raises(BadInputError,
+                       match="lists of 2 values in .*ragged.parquet.*Got 1 at row 1"):
         write_features(w, "n", "r", FeatureSource.from_parquet(tmp_path / "ragged.parquet", "l"),
                        progress=False)
     with pytest.raises(BadInputError, match="truncate"):

@@ -32,8 +32,13 @@ def test_steps_are_skipped_on_rerun(tmp_path):
     ran = []
     for _ in range(2):
         job = _job(tmp_path, [f])
-        stats = job.run_step("nodes", lambda: (ran.append(1), job.writer.add_node_type("n", 10),
-                                               {"rows": 10})[-1])
+
+        def nodes(job=job):
+            ran.append(1)
+            job.writer.add_node_type("n", 10)
+            return {"rows": 10}
+
+        stats = job.run_step("nodes", nodes)
         assert stats == {"rows": 10}
         job.commit()
     assert ran == [1]
