@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .options import opt
+from .report import md_table
 
 log = logging.getLogger(__name__)
 
@@ -211,3 +212,20 @@ def run(o: PartitionOptions | None = None) -> dict:
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def markdown(report: dict) -> str:
+    """Per world size and split: rows touched per rank, hit rates, edge cut."""
+    g, o = report["graph"], report["options"]
+    shares = [f"{s:g}" for s in o["cache_shares"]]
+    rows = [[r["world_size"], r["split"],
+             f"{r['rows_touched_mean']:,.0f} ({100 * r['rows_touched_share']:.0f}%)",
+             f"{r['row_reads_mean']:,.0f}", *(f"{r['hit_rate_mean'][s]:.3f}" for s in shares),
+             f"{r['edge_cut']:.3f}" if "edge_cut" in r else "-", f"{r['split_seconds']:.2f}"]
+            for r in report["results"]]
+    return (f"SBM twin: {g['nodes']:,} nodes, {g['edges']:,} CSC edges, {g['seeds']:,} train "
+            f"seeds; fanouts {o['fanouts']}, batch {o['batch_size']}; hit rates of epoch 2 with "
+            "the static presample cache filled from each rank's epoch 1.\n\n" + md_table(
+                ["ranks", "split", "rows touched / rank / epoch", "row reads / rank / epoch",
+                 *(f"hit rate, cache {100 * float(s):g}% of rows" for s in shares),
+                 "edge cut", "split s"], rows) + "\n")

@@ -33,12 +33,12 @@ from featurestore.rows import RangeRows, ZarrRows
 from featurestore.loopback import LatencyFileSystem, serve_http
 
 from .options import opt
-from .report import has, machine_info, timed_trials
+from .report import has, machine_info, md_table, timed_trials
 from .workload import LAYOUTS, synthetic_store
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RemoteOptions", "run"]
+__all__ = ["RemoteOptions", "run", "markdown"]
 
 FEATURE_KEY = "nodes/node/features/feat"
 
@@ -206,6 +206,23 @@ def run(options: RemoteOptions | None = None, **overrides) -> dict:
         res["s3"] = _s3_target(o)
     res["latency"] = _latency_run(path, FEATURE_KEY, o)
     return res
+
+
+def markdown(report: dict) -> str:
+    """Local vs HTTP vs S3-server gathers, and the latency-injected round trips."""
+    o, lat = report["options"], report["latency"]
+    rows = [[t, f"{r['rows_per_s']:,}", r["median_ms"], r["p95_ms"],
+             f"{r['bytes_per_byte_needed']:.2f}x" if "bytes_per_byte_needed" in r else "-",
+             r.get("requests_per_batch", "-")]
+            for t, r in ((t, report[t]) for t in ("local", "http", "http_zarr_chunks", "s3")
+                         if t in report)]
+    return (f"{o['batch']} random rows of {o['nodes']:,} per gather ({report['row_bytes']} B "
+            f"rows), {o['io_threads']} requests in flight.\n\n" + md_table(
+                ["target", "rows/s", "median ms", "p95 ms", "bytes fetched / needed",
+                 "requests / gather"], rows) +
+            f"\n\n{lat['rows']:,} sparse rows at {lat['latency_ms']:g} ms per request: "
+            f"{lat['requests']} requests in {lat['round_trips']} round trips (requests / "
+            f"concurrency = {lat['requests_over_concurrency']}), {lat['seconds']} s.\n")
 
 
 if __name__ == "__main__":  # a quick look: python -m benchmarks.remote_bench

@@ -397,46 +397,15 @@ def _cache_plots(report: dict, outdir: str) -> list[str]:
 
 # -- dispatch --------------------------------------------------------------------------------
 def _partition_md(report: dict) -> str:
-    """The report as a Markdown table (one row per world size and split)."""
-    g, o = report["graph"], report["options"]
-    shares = [f"{s:g}" for s in o["cache_shares"]]
-    head = (["ranks", "split", "rows touched / rank / epoch", "row reads / rank / epoch"]
-            + [f"hit rate, cache {100 * float(s):g}% of rows" for s in shares]
-            + ["edge cut", "split s"])
-    lines = [f"SBM twin: {g['nodes']:,} nodes, {g['edges']:,} CSC edges, {g['seeds']:,} train "
-             f"seeds; fanouts {o['fanouts']}, batch {o['batch_size']}; hit rates of epoch 2 "
-             "with the static presample cache filled from each rank's epoch 1.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in report["results"]:
-        cut = f"{r['edge_cut']:.3f}" if "edge_cut" in r else "-"
-        cells = ([str(r["world_size"]), r["split"],
-                  f"{r['rows_touched_mean']:,.0f} ({100 * r['rows_touched_share']:.0f}%)",
-                  f"{r['row_reads_mean']:,.0f}"]
-                 + [f"{r['hit_rate_mean'][s]:.3f}" for s in shares]
-                 + [cut, f"{r['split_seconds']:.2f}"])
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    from .partition_bench import markdown
+
+    return markdown(report)
 
 
 def _remote_md(report: dict) -> str:
-    """Local vs HTTP vs S3-server gathers, and the latency-injected round trips."""
-    o, lat = report["options"], report["latency"]
-    lines = [f"{o['batch']} random rows of {o['nodes']:,} per gather ({report['row_bytes']} B "
-             f"rows), {o['io_threads']} requests in flight.", "",
-             "| target | rows/s | median ms | p95 ms | bytes fetched / needed | requests "
-             "/ gather |", "|---|---|---|---|---|---|"]
-    for t in ("local", "http", "http_zarr_chunks", "s3"):
-        if t in report:
-            r = report[t]
-            amp = r.get("bytes_per_byte_needed")
-            lines.append(f"| {t} | {r['rows_per_s']:,} | {r['median_ms']} | {r['p95_ms']} | "
-                         f"{'-' if amp is None else f'{amp:.2f}x'} | "
-                         f"{r.get('requests_per_batch', '-')} |")
-    lines += ["", f"{lat['rows']:,} sparse rows at {lat['latency_ms']:g} ms per request: "
-              f"{lat['requests']} requests in {lat['round_trips']} round trips "
-              f"(requests / concurrency = {lat['requests_over_concurrency']}), "
-              f"{lat['seconds']} s."]
-    return "\n".join(lines) + "\n"
+    from .remote_bench import markdown
+
+    return markdown(report)
 
 
 _MD = {"device": lambda r: _device_md(r["results"]), "gather": _gather_md, "sample": _sample_md,
