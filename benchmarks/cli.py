@@ -18,9 +18,8 @@ DEFAULT_OUT = "bench-results"
 #: name: (module, options class); the class's docstring is the subcommand's help
 BENCHES = {"device": ("device", "DeviceOptions"), "gather": ("gather_bench", "GatherOptions"),
            "sample": ("sample_bench", "SampleOptions"), "loader": ("loader_bench", "LoaderOptions"),
-           "cache": ("cache_bench", "CacheOptions"),
+           "cache": ("cache_bench", "CacheOptions"), "remote": ("remote_bench", "RemoteOptions"),
            "preprocess": ("preprocess_bench", "PreprocessOptions"),
-           "remote": ("remote_bench", "RemoteOptions"),
            "partition": ("partition_bench", "PartitionOptions")}
 #: benchmarks with their own sizes (no --scale / --quick)
 UNSIZED = ("device", "remote", "partition")
@@ -57,10 +56,11 @@ def _all(args: argparse.Namespace) -> int:
     return run_all(AllOptions(**given(args, AllOptions)), args.out, plot=args.plot)
 
 
-def _common(p: argparse.ArgumentParser, sized: bool = True) -> None:
+def _common(p: argparse.ArgumentParser, sized: bool = True, json: bool = True) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, help="where the JSON, markdown and charts go")
     p.add_argument("--plot", action="store_true", help="also draw PNG charts (needs matplotlib)")
-    p.add_argument("--json", help="also write the JSON report to this file")
+    if json:
+        p.add_argument("--json", help="also write the JSON report to this file")
     if sized:
         p.add_argument("--scale", type=float, default=0.01,
                        help="synthetic sizes (1.0 = MAG240M paper rows / papers100M graph); "
@@ -93,6 +93,5 @@ def register(sub) -> None:
         p.set_defaults(func=_run)
     p = bsub.add_parser("all", help=_help(AllOptions))
     add_options(p, AllOptions)
-    p.add_argument("--out", default=DEFAULT_OUT, help="where all.json, report.md and charts go")
-    p.add_argument("--plot", action="store_true", help="also draw PNG charts (needs matplotlib)")
+    _common(p, sized=False, json=False)
     p.set_defaults(func=_all)

@@ -8,6 +8,7 @@ collects "ours against each peer, measured in the same run" from all of them.
 
 from __future__ import annotations
 
+import importlib
 import os
 import statistics
 import textwrap
@@ -396,37 +397,23 @@ def _cache_plots(report: dict, outdir: str) -> list[str]:
 
 
 # -- dispatch --------------------------------------------------------------------------------
-def _partition_md(report: dict) -> str:
-    from .partition_bench import markdown
-
-    return markdown(report)
-
-
-def _remote_md(report: dict) -> str:
-    from .remote_bench import markdown
-
-    return markdown(report)
-
-
 _MD = {"device": lambda r: _device_md(r["results"]), "gather": _gather_md, "sample": _sample_md,
-       "loader": _loader_md, "preprocess": _preprocess_md, "cache": _cache_md,
-       "partition": _partition_md, "remote": _remote_md}
+       "loader": _loader_md, "preprocess": _preprocess_md, "cache": _cache_md}
 _PLOTS = {"gather": _gather_plots, "sample": _sample_plots, "loader": _loader_plots,
           "preprocess": _preprocess_plots, "cache": _cache_plots}
 
 
 def markdown(report: dict) -> str:
-    """The markdown table(s) of one benchmark's report."""
-    return _MD[report["benchmark"]](report)
+    """The markdown table(s) of one benchmark's report (``remote``, ``partition``: their
+    module's ``markdown``)."""
+    name = report["benchmark"]
+    return (_MD.get(name) or importlib.import_module(f"benchmarks.{name}_bench").markdown)(report)
 
 
 def plots(report: dict, outdir: str) -> list[str]:
     """Draw the charts of one benchmark's report into ``outdir``; the files written."""
     fn = _PLOTS.get(report["benchmark"])
-    if fn is None:
-        return []
-    os.makedirs(outdir, exist_ok=True)
-    return fn(report, outdir)
+    return (os.makedirs(outdir, exist_ok=True) or fn(report, outdir)) if fn else []
 
 
 # -- peers -----------------------------------------------------------------------------------
