@@ -242,24 +242,7 @@ def _train(args, store, rank, world, device, record_seeds) -> dict:
     opt = (torch.optim.Adam(model.parameters(), lr=args.lr) if args.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=args.lr))
 
-    start = 0
-    if args.resume:
-        if not args.checkpoint_dir:
-            raise SystemExit("--resume needs --checkpoint-dir")
-        path = latest_checkpoint(args.checkpoint_dir)
-        if path is None:
-            log.warning("no checkpoint in %s: starting at epoch 0", args.checkpoint_dir)
-        else:
-            ck = torch.load(path, map_location=device, weights_only=True)
-            model.load_state_dict(ck["model"])
-            opt.load_state_dict(ck["optimizer"])
-            start = int(ck["epoch"]) + 1
-            if ck["config"].get("world_size") != world and rank == 0:
-                log.warning("checkpoint %s was written with %s ranks, now %d: the seeds' "
-                            "shares per rank change", path, ck["config"].get("world_size"),
-                            world)
-            if rank == 0:
-                log.info("resumed from %s: next epoch %d", path, start)
+    start = _resume(args, model, opt, rank, world, device) if args.resume else 0
 
     # heterogeneous: the last layer's convolutions into other node types reach no loss
     ddp = (DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
@@ -275,21 +258,8 @@ def _train(args, store, rank, world, device, record_seeds) -> dict:
     for epoch in range(start, args.epochs):
         torch.manual_seed(args.seed * 1_000_003 + epoch * 1009 + rank)  # dropout, per rank
         loader.set_epoch(epoch)
-        seen = []
-        t0, n_seeds, loss_sum, nb = time.perf_counter(), 0, 0.0, 0
-        for b in loader:
-            if args.max_batches is not None and nb >= args.max_batches:
-                break
-            nb += 1
-            seeds, y = seeds_and_labels(b, ntype)
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(forward(ddp, b, ntype, args.hidden), y)
-            loss.backward()  # DDP all-reduces (averages) the gradients here
-            opt.step()
-            loss_sum += float(loss.detach()) * y.shape[0]
-            n_seeds += int(y.shape[0])
-            if record_seeds:
-                seen.append(seeds.cpu().numpy().copy())
+        t0 = time.perf_counter()
+        nb, n_seeds, loss_sum, seen = _epoch(args, loader, ddp, opt, ntype, record_seeds)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         dt = time.perf_counter() - t0
@@ -323,6 +293,45 @@ def _train(args, store, rank, world, device, record_seeds) -> dict:
             dist.barrier()  # the checkpoint is whole before any rank goes on
     out["params"] = torch.cat([p.detach().reshape(-1).cpu() for p in model.parameters()])
     return out
+
+
+def _resume(args, model, opt, rank: int, world: int, device) -> int:
+    """Load the newest checkpoint of ``--checkpoint-dir``; the epoch to start at."""
+    if not args.checkpoint_dir:
+        raise SystemExit("--resume needs --checkpoint-dir")
+    path = latest_checkpoint(args.checkpoint_dir)
+    if path is None:
+        log.warning("no checkpoint in %s: starting at epoch 0", args.checkpoint_dir)
+        return 0
+    ck = torch.load(path, map_location=device, weights_only=True)
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["optimizer"])
+    start = int(ck["epoch"]) + 1
+    if ck["config"].get("world_size") != world and rank == 0:
+        log.warning("checkpoint %s was written with %s ranks, now %d: the seeds' shares per "
+                    "rank change", path, ck["config"].get("world_size"), world)
+    if rank == 0:
+        log.info("resumed from %s: next epoch %d", path, start)
+    return start
+
+
+def _epoch(args, loader, ddp, opt, ntype, record_seeds):
+    """One epoch of this rank's batches: (batches, seeds, summed loss, seed ids seen)."""
+    seen, n_seeds, loss_sum, nb = [], 0, 0.0, 0
+    for b in loader:
+        if args.max_batches is not None and nb >= args.max_batches:
+            break
+        nb += 1
+        seeds, y = seeds_and_labels(b, ntype)
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(forward(ddp, b, ntype, args.hidden), y)
+        loss.backward()  # DDP all-reduces (averages) the gradients here
+        opt.step()
+        loss_sum += float(loss.detach()) * y.shape[0]
+        n_seeds += int(y.shape[0])
+        if record_seeds:
+            seen.append(seeds.cpu().numpy().copy())
+    return nb, n_seeds, loss_sum, seen
 
 
 def _all_max(x: float, device) -> float:

@@ -86,7 +86,7 @@ def test_layering(pkg):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("pkg", PACKAGES)
+@pytest.mark.parametrize("pkg", PACKAGES + ("examples", "scripts"))
 def test_no_long_functions(pkg):
     long = []
     for path, tree in _modules(pkg):
