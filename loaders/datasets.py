@@ -97,10 +97,11 @@ class LazyRows:
     rows there, without reading anything; :meth:`numpy` reads the whole array, explicitly.
     """
 
-    def __init__(self, source, name: str, device="cpu"):
+    def __init__(self, source, name: str, device="cpu", dtype: torch.dtype | None = None):
         self._source = source  # a FeatureArray or a 1-D numpy vector (memory-mapped)
         self.name = name
         self.device = torch.device(device)
+        self._cast = dtype  # a torch dtype the gathered rows are cast to, or None
 
     @property
     def shape(self) -> torch.Size:
@@ -110,6 +111,8 @@ class LazyRows:
     @property
     def dtype(self) -> torch.dtype:
         """The torch dtype the rows come in."""
+        if self._cast is not None:
+            return self._cast
         return torch.from_numpy(np.empty(0, self._source.dtype.newbyteorder("="))).dtype
 
     def size(self, dim: int | None = None):
@@ -137,14 +140,26 @@ class LazyRows:
             flat = check_ids(ids.reshape(-1), len(self), self.name)
             rows = np.asarray(self._source[flat]).reshape(ids.shape)
         out = torch.from_numpy(np.ascontiguousarray(rows))
-        out = out.to(self.device) if self.device.type != "cpu" else out
+        if self.device.type != "cpu" or self._cast is not None:
+            out = out.to(self.device, self._cast)
         return out[()] if scalar else out
 
-    def to(self, device=None, *args, **kwargs) -> LazyRows:
-        """A view whose gathered rows go to ``device`` (nothing is read now)."""
-        if device is None or isinstance(device, torch.dtype):
-            return self
-        return LazyRows(self._source, self.name, device)
+    def to(self, *args, **kwargs) -> LazyRows:
+        """A view whose gathered rows go to a device and/or dtype, as ``Tensor.to`` takes
+        them (``to("cuda")``, ``to(torch.float32)``, ``to(device, dtype)``); nothing is read
+        now."""
+        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        for a in args:
+            if isinstance(a, torch.dtype):
+                dtype = a
+            elif a is not None:
+                device = a
+        return LazyRows(self._source, self.name, self.device if device is None else device,
+                        self._cast if dtype is None else dtype)
+
+    def float(self) -> LazyRows:
+        """A view whose gathered rows are ``float32``."""
+        return self.to(torch.float32)
 
     def cpu(self) -> LazyRows:
         """A view whose gathered rows stay on the CPU."""

@@ -124,3 +124,16 @@ def test_mag240m_pyg_hetero_data(hetero_store_path):
                                   store.features("paper").gather(ids))
     train = data["paper"].train_mask.nonzero(as_tuple=False).view(-1)
     np.testing.assert_array_equal(train.numpy(), store.split("train", "paper"))
+
+
+def test_lazy_rows_to_device_and_dtype(homo_store_path):
+    store = fs.open_store(homo_store_path)
+    x = StoreData(store).x
+    ids = np.array([4, 2, 9])
+    want = store.features().gather(ids)
+    for view in (x.to(torch.float64), x.to("cpu", torch.float64), x.to(dtype=torch.float64),
+                 x.float().to(torch.float64)):
+        got = view[ids]
+        assert view.dtype == torch.float64 and got.dtype == torch.float64
+        np.testing.assert_array_equal(got.numpy(), want.astype(np.float64))
+    assert x.float()[ids].dtype == torch.float32 and x.to("cpu").dtype == x.dtype
