@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from featurestore.errors import FeatureStoreError
+from featurestore.errors import MissingDependencyError
 
 __all__ = ["MissingDependencyError", "Timing", "machine_info", "timed_trials", "timed_loop",
            "has", "md_table", "write_json", "fmt_rate", "plot_lines", "plot_bars", "plot_stacked"]
@@ -206,10 +206,6 @@ def _jsonable(o):
 
 
 # -- charts ----------------------------------------------------------------------------------
-class MissingDependencyError(FeatureStoreError, ImportError):
-    """An optional package a benchmark needs is not installed."""
-
-
 def _plt():
     try:
         import matplotlib

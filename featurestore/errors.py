@@ -28,6 +28,7 @@ __all__ = [
     "RemoteStoreError",
     "ClosedStoreError",
     "InvalidArgumentError",
+    "MissingDependencyError",
 ]
 
 
@@ -115,3 +116,7 @@ class ClosedStoreError(FeatureStoreError, RuntimeError):
 class InvalidArgumentError(FeatureStoreError, ValueError):
     """An argument has the wrong type or is out of range (``io_threads=0``,
     ``batch_size=100.5``)."""
+
+
+class MissingDependencyError(FeatureStoreError, ImportError):
+    """An optional package a feature needs is not installed; the message says what to install."""

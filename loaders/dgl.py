@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from featurestore.errors import FeatureStoreError
+from featurestore.errors import MissingDependencyError
 
 from .errors import LoaderArgumentError
 
@@ -52,7 +52,7 @@ INSTALL_HINT = ("pip install dgl==2.1.0 'torch>=2.0,<=2.2.1' torchdata==0.7.1 pa
                 "(or run scripts/dgl-env.sh, which builds .venv-dgl)")
 
 
-class DGLNotInstalledError(FeatureStoreError, ImportError):
+class DGLNotInstalledError(MissingDependencyError):
     """``output="dgl"`` was asked for but DGL cannot be imported."""
 
 

@@ -367,6 +367,16 @@ class LegacyNeighborSampler:
         from .loader import NeighborLoader
         from .relational import HomogeneousGraph
 
+        try:  # adjs are SparseTensors with edge-type values, as PyG's legacy sampler gives
+            import torch_sparse  # noqa: F401
+        except ImportError as e:
+            from featurestore.errors import MissingDependencyError
+
+            raise MissingDependencyError(
+                "Expected torch_sparse for LegacyNeighborSampler (its batches hold "
+                "torch_sparse.SparseTensor adjacencies, as PyG's legacy NeighborSampler's do). "
+                "It is not installed: pip install torch-sparse (prebuilt wheels: "
+                "`make bench-peers`), or use NeighborLoader(..., homogeneous=True).") from e
         if not isinstance(edge_index, HomogeneousGraph):
             from .errors import LoaderArgumentError
             raise LoaderArgumentError(
@@ -407,9 +417,7 @@ class LegacyNeighborSampler:
 
 
 def _adj_t(dst, src, value, n_dst: int, n_src: int):
-    """A ``torch_sparse.SparseTensor`` (targets x sources), or ``edge_index`` without it."""
-    try:
-        from torch_sparse import SparseTensor
-    except ImportError:  # pragma: no cover - PyG without torch_sparse
-        return torch.stack([src, dst])
+    """A ``torch_sparse.SparseTensor`` (targets x sources) with the edge types as values."""
+    from torch_sparse import SparseTensor
+
     return SparseTensor(row=dst, col=src, value=value, sparse_sizes=(n_dst, n_src))

@@ -63,7 +63,18 @@ def _brute(s):
     return off, keys, x
 
 
+def test_legacy_sampler_without_torch_sparse_says_what_to_install(rel_store, monkeypatch):
+    import sys
+
+    from featurestore.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "torch_sparse", None)  # `import torch_sparse` fails
+    with pytest.raises(MissingDependencyError, match="pip install torch-sparse"):
+        LegacyNeighborSampler(HomogeneousGraph(rel_store, ORDER), sizes=[2])
+
+
 def test_legacy_neighbor_sampler_batches(rel_store):
+    pytest.importorskip("torch_sparse")
     s = rel_store
     off, keys, x = _brute(s)
     g = HomogeneousGraph(s, ORDER)
