@@ -7,7 +7,7 @@ problem. Messages name the input file concerned.
 
 from __future__ import annotations
 
-from featurestore.errors import FeatureStoreError
+from featurestore.errors import FeatureStoreError, MissingDependencyError
 
 __all__ = [
     "PreprocessError",
@@ -54,5 +54,5 @@ class BudgetTooSmallError(PreprocessError, ValueError):
     """The memory budget given to a job is below what its steps need at the least."""
 
 
-class DaskNotInstalledError(PreprocessError, ImportError):
+class DaskNotInstalledError(PreprocessError, MissingDependencyError):
     """``--dask`` was asked for without ``dask[distributed]`` installed."""
