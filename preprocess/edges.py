@@ -26,6 +26,7 @@ from functools import partial
 import numpy as np
 
 from .errors import BadInputError, InputNotFoundError
+from .remote import RemoteArray, is_remote, open_remote_npy
 
 __all__ = [
     "EdgeSource",
@@ -176,8 +177,9 @@ class ArraySource(EdgeSource):
     """Edges held in two 1-D arrays (NumPy arrays or memory maps, sliced per block)."""
 
     def __init__(self, src, dst, name: str = "<arrays>", files: Sequence[str] = ()):
-        self.src = src if isinstance(src, np.ndarray) else np.asarray(src)
-        self.dst = dst if isinstance(dst, np.ndarray) else np.asarray(dst)
+        keep = (np.ndarray, RemoteArray)  # a remote .npy is read by range, per block
+        self.src = src if isinstance(src, keep) else np.asarray(src)
+        self.dst = dst if isinstance(dst, keep) else np.asarray(dst)
         self.name = name
         for a, what in ((self.src, "source"), (self.dst, "destination")):
             if a.ndim != 1:
@@ -194,6 +196,8 @@ class ArraySource(EdgeSource):
         """Pickle a file-backed source by its files (a worker maps them again), not its data."""
         if self._reopen is not None:
             return self._reopen
+        if isinstance(self.src, RemoteArray):  # a remote .npy: its header, not its data
+            return (ArraySource, (self.src, self.dst, self.name, self._files))
         return (ArraySource, (np.asarray(self.src), np.asarray(self.dst), self.name,
                               self._files))
 
@@ -214,10 +218,13 @@ def from_npy(path, *, layout: str = "auto") -> EdgeSource:
     """Edges from one ``.npy`` file of shape ``[2, E]`` (or ``[E, 2]``), memory-mapped.
 
     ``layout``: ``"2e"``, ``"e2"`` or ``"auto"`` (``[2, E]`` unless the shape is ``[E, 2]``
-    with ``E != 2``).
+    with ``E != 2``). An fsspec URL (``s3://...``) is read by byte range
+    (:mod:`preprocess.remote`): its header here, its blocks where they are used.
     """
-    arr = load_npy(path, "edge list")
     path = os.fspath(path)
+    if is_remote(path):
+        return _remote_npy_edges(path, layout)
+    arr = load_npy(path, "edge list")
     if arr.ndim != 2 or 2 not in arr.shape:
         raise BadInputError(f"Expected an edge list of shape [2, E] or [E, 2] in {path}. "
                             f"Got shape {arr.shape} instead.")
@@ -233,6 +240,24 @@ def from_npy(path, *, layout: str = "auto") -> EdgeSource:
         out._reopen = (partial(from_npy, layout=layout), (path,))
         return out
     raise BadInputError(f"Expected layout {layout!r} in {path}. Got shape {arr.shape} instead.")
+
+
+def _remote_npy_edges(url: str, layout: str) -> EdgeSource:
+    """:func:`from_npy` of a URL: a source over two :class:`RemoteArray` views of its rows."""
+    arr = open_remote_npy(url, "edge list")
+    shape = arr.shape
+    if len(shape) != 2 or 2 not in shape:
+        raise BadInputError(f"Expected an edge list of shape [2, E] or [E, 2] in {url}. "
+                            f"Got shape {shape} instead.")
+    if layout == "auto":
+        layout = "2e" if shape[0] == 2 else "e2"
+    if layout == "2e" and shape[0] == 2:
+        s, d = arr.row(0), arr.row(1)
+    elif layout == "e2" and shape[1] == 2:
+        s, d = arr.col(0), arr.col(1)
+    else:
+        raise BadInputError(f"Expected layout {layout!r} in {url}. Got shape {shape} instead.")
+    return ArraySource(s, d, url, [url])  # pickles by its header (the file is not re-read)
 
 
 def from_npy_pair(src_path, dst_path) -> EdgeSource:
@@ -354,6 +379,10 @@ def open_edges(path, src_col="src", dst_col="dst", *, header: bool = True,
     ext = os.path.splitext(path)[1].lower()
     if ext == ".npy":
         return from_npy(path)
+    if is_remote(path):
+        raise InputNotFoundError(
+            f"Expected a .npy edge list for the URL {path}: parquet and CSV edge files are "
+            "read from a local path or a file system every worker mounts; copy it there first.")
     if ext in (".parquet", ".pq") or os.path.isdir(path):
         return from_parquet(path, src_col, dst_col)
     if ext in (".csv", ".tsv", ".txt"):

@@ -15,7 +15,7 @@ from .edges import EdgeSource, open_edges
 from .errors import IdsOutOfRangeInputError
 from .idcheck import NO_BOUND, check_input_ids
 from .job import Job, StepContext, StepDef
-from .paths import local_input
+from .paths import input_location
 
 __all__ = ["run_edges_job", "edges_steps", "EdgesContext", "max_id"]
 
@@ -108,8 +108,8 @@ def run_edges_job(edges_path, store, *, num_nodes: int | None = None, node_type:
     ``distributed.Client``) sorts the CSC ranges as Dask tasks (same store); ``scratch_dir``
     see :class:`~preprocess.job.Job` (required with ``dask`` for a remote store).
     """
-    source = open_edges(local_input(edges_path), src_col, dst_col, header=header,
-                        delimiter=delimiter)
+    source = open_edges(input_location(edges_path, urls=dask is not None), src_col, dst_col,
+                        header=header, delimiter=delimiter)
     options = dict(num_nodes=num_nodes, node_type=node_type, relation=relation,
                    src_col=src_col, dst_col=dst_col, header=header, delimiter=delimiter,
                    coalesce=coalesce or undirected, drop_self_loops=drop_self_loops,

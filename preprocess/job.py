@@ -56,6 +56,7 @@ from .diskmap import disk_full_error
 from .errors import (BudgetTooSmallError, InputNotFoundError, ManifestMismatchError,
                      NotEnoughDiskError)
 from .memory import PeakMemory, format_size, free_disk_bytes
+from .remote import is_remote, remote_input_record
 
 __all__ = ["Job", "Step", "StepDef", "StepContext", "MANIFEST_KEY", "input_record"]
 
@@ -67,7 +68,10 @@ WORK_KEY = ".preprocess/work"
 
 
 def input_record(path: str | os.PathLike) -> dict:
-    """``{"path", "size", "mtime_ns"}`` of an input file (a directory: total size, newest mtime)."""
+    """``{"path", "size", "mtime_ns"}`` of an input file (a directory: total size, newest mtime;
+    an fsspec URL: its size and modification time as the file system reports them)."""
+    if is_remote(path):
+        return remote_input_record(os.fspath(path))
     p = os.path.abspath(os.fspath(path))
     if not os.path.exists(p):
         raise InputNotFoundError(f"Expected an input file at {p}. Nothing is there.")
@@ -231,6 +235,8 @@ class Job:
             return
         root = os.path.realpath(self.loc.root)
         for rec in self.inputs:
+            if is_remote(rec["path"]):
+                continue
             p = os.path.realpath(rec["path"])
             if p == root or p.startswith(root.rstrip(os.sep) + os.sep):
                 raise UnsafePathError(

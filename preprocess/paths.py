@@ -1,4 +1,5 @@
-"""Input locations: a local path or a ``file://`` URL (what every Dask worker can open)."""
+"""Input locations: a local path or a ``file://`` URL, and under Dask a ``.npy`` on any fsspec
+URL (read by byte range, :mod:`preprocess.remote`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 
 from .errors import InputNotFoundError
 
-__all__ = ["local_input"]
+__all__ = ["local_input", "input_location"]
 
 
 def local_input(path: str | os.PathLike) -> str:
@@ -24,3 +25,15 @@ def local_input(path: str | os.PathLike) -> str:
     raise InputNotFoundError(
         f"Expected a local path or a file:// URL for the input {p}. Got a {proto}:// URL: "
         "inputs are read from a file system every worker mounts; copy them there first.")
+
+
+def input_location(path: str | os.PathLike, *, urls: bool = False) -> str:
+    """:func:`local_input`, or with ``urls`` (a Dask job) an fsspec URL kept as it is.
+
+    A Dask job reads ``.npy`` inputs on any fsspec URL (``s3://``, ``gs://``, ...) by byte
+    range in its tasks; the single-process job keeps refusing them.
+    """
+    p = os.fspath(path)
+    if urls and "://" in p and not p.startswith("file://"):
+        return p
+    return local_input(p)

@@ -1,0 +1,160 @@
+"""Inputs on fsspec URLs under Dask: a remote ``.npy`` read by byte range (header in the driver,
+blocks in the tasks) gives the store of the single-process job on the local file, byte for byte."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import logging
+import pickle
+
+import fsspec
+import numpy as np
+import pytest
+
+import preprocess.csc as csc
+from preprocess.edges import from_npy, open_edges
+from preprocess.edges_job import run_edges_job
+from preprocess.errors import BadInputError, InputNotFoundError
+from preprocess.remote import open_remote_npy
+
+from pp_helpers import store_snapshot
+
+distributed = pytest.importorskip("distributed")
+KW = dict(budget_bytes=16 << 20, progress=False)
+
+
+def _npy_bytes(a) -> bytes:
+    b = io.BytesIO()
+    np.save(b, a)
+    return b.getvalue()
+
+
+@pytest.fixture
+def mem():
+    m = fsspec.filesystem("memory")
+    yield m
+    m.rm("/urls", recursive=True)
+
+
+@pytest.mark.parametrize("dtype", ["<i4", ">i8", "<u2"])
+def test_remote_array_reads_like_the_memory_map(mem, dtype):
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 1000, size=(2, 1001)).astype(dtype)
+    f = rng.standard_normal((300, 3, 2)).astype("<f4")
+    mem.pipe("/urls/e.npy", _npy_bytes(a))
+    mem.pipe("/urls/f.npy", _npy_bytes(f))
+    r = open_remote_npy("memory://urls/e.npy")
+    assert r.shape == a.shape and np.dtype(r.dtype) == a.dtype
+    for lo, hi in [(0, 1001), (5, 17), (1000, 1001), (7, 7)]:
+        np.testing.assert_array_equal(r.row(1)[lo:hi], a[1, lo:hi])
+        np.testing.assert_array_equal(r.col(1)[lo % 2:hi % 3], a[lo % 2:hi % 3, 1])
+    rf = open_remote_npy("memory://urls/f.npy")
+    idx = rng.integers(0, 300, size=500)
+    idx[:50] = np.arange(100, 150)  # adjacent rows merge into one range
+    np.testing.assert_array_equal(rf.take_rows(idx), f[idx])
+    np.testing.assert_array_equal(rf[290:400], f[290:])
+    assert pickle.loads(pickle.dumps(r.row(1))) == r.row(1)  # names and numbers only
+    src = from_npy("memory://urls/e.npy").reversed()
+    again = pickle.loads(pickle.dumps(pickle.loads(pickle.dumps(src))))  # as Dask re-sends it
+    assert len(pickle.dumps(again)) < 1000  # the header, not 8 kB of ids
+    (s, d), = again.iter_blocks()
+    np.testing.assert_array_equal(s, a[1])
+    np.testing.assert_array_equal(d, a[0])
+
+
+def test_remote_npy_errors_name_the_url(mem):
+    mem.pipe("/urls/t.npy", _npy_bytes(np.arange(100, dtype=np.int64).reshape(2, 50))[:200])
+    mem.pipe("/urls/not.npy", b"hello world, not an npy file at all")
+    mem.pipe("/urls/fortran.npy", _npy_bytes(np.asfortranarray(np.ones((2, 5), np.int64))))
+    mem.pipe("/urls/three.npy", _npy_bytes(np.ones((3, 5), np.int64)))
+    with pytest.raises(BadInputError, match=r"memory://urls/t.npy.*truncated"):
+        list(from_npy("memory://urls/t.npy").iter_blocks())
+    with pytest.raises(BadInputError, match=r"readable .npy edge list in memory://urls/not"):
+        from_npy("memory://urls/not.npy")
+    with pytest.raises(BadInputError, match="Fortran order"):
+        from_npy("memory://urls/fortran.npy")
+    with pytest.raises(BadInputError, match=r"shape \[2, E\] or \[E, 2\].*\(3, 5\)"):
+        from_npy("memory://urls/three.npy")
+    with pytest.raises(InputNotFoundError, match="memory://urls/none.npy"):
+        from_npy("memory://urls/none.npy")
+    with pytest.raises(InputNotFoundError, match="Expected a .npy edge list for the URL"):
+        open_edges("memory://urls/e.parquet")
+
+
+def _small_ranges(monkeypatch, work_bytes=4000):
+    real = csc.plan_csc
+    monkeypatch.setattr(csc, "plan_csc", lambda *a, **kw: dataclasses.replace(
+        real(*a, **kw), work_bytes=work_bytes))
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """moto's S3 server on loopback, credentials and endpoint in the AWS variables (what the
+    driver and every worker read); yields an s3fs file system with the bucket ``dask-urls``."""
+    pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    import s3fs
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        for k, v in {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "k",
+                     "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            monkeypatch.setenv(k, v)
+        s3fs.S3FileSystem.clear_instance_cache()
+        fs = s3fs.S3FileSystem(endpoint_url=f"http://{host}:{port}", key="k", secret="s")
+        fs.mkdir("dask-urls")
+        yield fs
+        fs.rm("dask-urls", recursive=True)
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+        server.stop()
+
+
+def _snapshot(store) -> dict:
+    """:func:`store_snapshot` with the provenance's input records (where the input was read
+    from, its mtime) moved out under ``inputs`` (paths only), to compare apart."""
+    snap = store_snapshot(store)
+    attrs = json.loads(snap["zarr.json"])
+    paths = [r["path"] for p in attrs["provenance"] for r in p.pop("inputs")]
+    snap["zarr.json"] = json.dumps(attrs, sort_keys=True)
+    return {"store": snap, "inputs": paths}
+
+
+@pytest.mark.parametrize("layout,processes", [("2e", False), ("e2", True)],
+                         ids=["2e-threads", "e2-2-processes"])
+def test_edges_from_s3_on_dask_equal_the_local_job(s3, tmp_path, monkeypatch, layout,
+                                                   processes):
+    """A [2, E] or [E, 2] .npy on moto's S3, converted under Dask (a cluster of threads, or
+    two worker processes that find the endpoint in the environment they inherit; the
+    destination ranges as tasks, each reading its blocks by byte range), equals the
+    single-process store of the same file read locally, byte for byte; the single-process
+    job refuses the URL."""
+    _small_ranges(monkeypatch)
+    rng = np.random.default_rng(1)
+    e = rng.integers(0, 500, size=(2, 6000)).astype(np.int32)
+    e = e if layout == "2e" else np.ascontiguousarray(e.T)
+    np.save(tmp_path / "e.npy", e)
+    s3.pipe("dask-urls/e.npy", _npy_bytes(e))
+    url = "s3://dask-urls/e.npy"
+    opts = dict(num_nodes=500, csr=True, **KW)
+    run_edges_job(tmp_path / "e.npy", tmp_path / "serial", **opts)
+    with pytest.raises(InputNotFoundError, match="Got a s3:// URL"):
+        run_edges_job(url, tmp_path / "refused", **opts)
+    with distributed.LocalCluster(n_workers=1 + processes, threads_per_worker=2 - processes,
+                                  processes=processes, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        with distributed.get_task_stream(client) as ts:
+            run_edges_job(url, tmp_path / "dask", dask=client, **opts)
+    assert len([t for t in ts.data if t["key"].startswith("_range_task")]) > 3
+    got, want = _snapshot(tmp_path / "dask"), _snapshot(tmp_path / "serial")
+    assert got["store"] == want["store"]  # every file byte for byte
+    # the provenance names where each read its input
+    assert got["inputs"] == [url] and want["inputs"] == [str(tmp_path / "e.npy")]
+    m = json.loads((tmp_path / "dask" / ".preprocess" / "manifest.json").read_text())
+    assert [r["path"] for r in m["inputs"]] == [url]
+    assert m["inputs"][0]["size"] == s3.size("dask-urls/e.npy")
