@@ -2,7 +2,8 @@
 
 The rows of a feature matrix are cut into the store's checksum blocks (``block_rows`` rows,
 whole inner chunks, about 64 MiB). Each Dask task takes one block: it reads its source rows
-(``perm[lo:hi]`` of a permutation, or ``lo:hi``) from the memory-mapped ``.npy``, casts them
+(``perm[lo:hi]`` of a permutation, or ``lo:hi``) from the memory-mapped ``.npy`` (or by byte
+range from a ``.npy`` on an fsspec URL, :mod:`preprocess.remote`), casts them
 in sub-blocks that fit the memory budget, writes them with ``os.pwrite`` at their byte offset
 and returns the block's CRC-32. Blocks never share a byte, so the tasks run in any order on
 any worker. For a local store the tasks write into the array's preallocated shard file
@@ -31,6 +32,7 @@ from featurestore.rowfile import open_row_file
 from .errors import PreprocessError
 from .memory import PeakMemory
 from .progress import bar
+from .remote import RemoteArray
 
 __all__ = ["dask_feature_source", "write_features_dask", "MappedArray"]
 
@@ -75,7 +77,7 @@ class _RowsTask:
     """What every feature task shares (pickled once per task: names and numbers only)."""
 
     name: str
-    source: MappedArray
+    source: MappedArray | RemoteArray
     perm: MappedArray | None
     out_path: str
     out_dtype: str
@@ -91,8 +93,12 @@ def _fill(task: _RowsTask, fd: int, lo: int, hi: int, src, perm, state: dict,
     from .features import _cast
 
     dtype = np.dtype(task.out_dtype)
-    rows = np.asarray(src[lo:hi]) if perm is None else \
-        np.take(src, np.asarray(perm[lo:hi], dtype=np.int64), axis=0)
+    if perm is None:
+        rows = np.asarray(src[lo:hi])
+    elif isinstance(src, RemoteArray):  # fetched as merged byte ranges
+        rows = src.take_rows(np.asarray(perm[lo:hi], dtype=np.int64))
+    else:
+        rows = np.take(src, np.asarray(perm[lo:hi], dtype=np.int64), axis=0)
     out = np.ascontiguousarray(_cast(rows, dtype.newbyteorder("="), task.name, state),
                                dtype=dtype)
     mv = memoryview(out).cast("B")
@@ -121,10 +127,14 @@ def _rows_task(task: _RowsTask, block: int) -> dict:
             "bytes_read": state.get("bytes_read", 0)}
 
 
-def dask_feature_source(source, perm) -> tuple[MappedArray | None, MappedArray | None, str]:
-    """(source file, perm file, why not) for a Dask feature write; a reason when not possible."""
+def dask_feature_source(source, perm) -> tuple[MappedArray | RemoteArray | None,
+                                               MappedArray | None, str]:
+    """(source file, perm file, why not) for a Dask feature write; a reason when not possible.
+
+    The source is a memory-mapped ``.npy`` (reopened by name) or a ``.npy`` on an fsspec URL
+    (its header: the tasks fetch their rows by byte range)."""
     arr = source.array()
-    src = MappedArray.of(arr) if arr is not None else None
+    src = MappedArray.of(arr) if arr is not None else getattr(source, "remote", None)
     if src is None:
         return None, None, "the source is not a memory-mapped .npy (workers reopen it by name)"
     if perm is None:

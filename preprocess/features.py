@@ -31,6 +31,7 @@ import numpy as np
 
 from ._kernels import f32_to_f16
 from .edges import load_npy
+from .remote import is_remote, open_remote_npy
 from .diskmap import map_file
 from .errors import BadInputError, InputNotFoundError
 from .memory import PeakMemory
@@ -87,7 +88,9 @@ class FeatureSource(abc.ABC):
 
     @staticmethod
     def from_npy(path) -> FeatureSource:
-        """A source over a ``.npy`` file (memory-mapped)."""
+        """A source over a ``.npy`` file (memory-mapped; an fsspec URL: read by byte range)."""
+        if is_remote(path):
+            return RemoteFeatures(os.fspath(path))
         return ArrayFeatures(load_npy(path, "feature matrix"), os.fspath(path), [os.fspath(path)])
 
     @staticmethod
@@ -121,6 +124,31 @@ class ArrayFeatures(FeatureSource):
 
     def inputs(self):
         return list(self._files)
+
+
+class RemoteFeatures(FeatureSource):
+    """A ``.npy`` on an fsspec URL: header read here, rows fetched by byte range per block
+    (:class:`~preprocess.remote.RemoteArray`, which the Dask feature tasks reopen)."""
+
+    def __init__(self, url: str):
+        self.remote = open_remote_npy(url, "feature matrix")
+        dtype = np.dtype(self.remote.dtype)
+        if not self.remote.shape:
+            raise BadInputError(f"Expected a feature matrix with rows in {url}. "
+                                "Got a scalar instead.")
+        if dtype.kind not in "fiub":
+            raise BadInputError(f"Expected numeric features in {url}. Got {dtype} instead.")
+        self.name = url
+        self.num_rows = int(self.remote.shape[0])
+        self.row_shape = tuple(int(x) for x in self.remote.shape[1:])
+        self.dtype = dtype
+
+    def iter_blocks(self, rows):
+        for lo in range(0, self.num_rows, rows):
+            yield self.remote[lo:lo + rows]
+
+    def inputs(self):
+        return [self.name]
 
 
 class ParquetFeatures(FeatureSource):

@@ -81,6 +81,10 @@ class RemoteArray:
     def __len__(self) -> int:
         return int(self.shape[0])
 
+    def open(self) -> RemoteArray:
+        """Itself (what a Dask task calls on its source, as on a :class:`MappedArray`)."""
+        return self
+
     def row(self, i: int) -> RemoteArray:
         """Row ``i`` of a 2-D array as a 1-D one (a row of a ``[2, E]`` edge list)."""
         return RemoteArray(self.url, self.offset + i * self.row_bytes, self.dtype,

@@ -21,7 +21,8 @@ from featurestore import format as fmt
 from featurestore.errors import FeatureStoreError
 
 from .errors import InputNotFoundError, SpecError
-from .paths import local_input
+from .paths import input_location, local_input
+from .remote import is_remote
 
 __all__ = ["load_spec", "DatasetSpec", "NodeSpec", "EdgeSpec", "FileRef"]
 
@@ -115,7 +116,8 @@ def _mapping(spec_path: str, where: str, v) -> dict:
     return v
 
 
-def _ref(spec_path: str, base: str, where: str, v, allow_columns: bool = False) -> FileRef:
+def _ref(spec_path: str, base: str, where: str, v, allow_columns: bool = False,
+         urls: bool = False) -> FileRef:
     if isinstance(v, str):
         v = {"path": v}
     if not isinstance(v, dict) or "path" not in v:
@@ -127,9 +129,12 @@ def _ref(spec_path: str, base: str, where: str, v, allow_columns: bool = False) 
     path = v["path"]
     if not isinstance(path, str):
         _fail(spec_path, where, f"Expected a path string. Got {path!r}.")
-    path = local_input(path)
-    full = path if os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
-    if not os.path.exists(full):
+    path = input_location(path, urls=urls)
+    full = path if os.path.isabs(path) or is_remote(path) else \
+        os.path.normpath(os.path.join(base, path))
+    if is_remote(full):
+        _check_remote(spec_path, where, full)
+    elif not os.path.exists(full):
         raise InputNotFoundError(f"{spec_path}: {where}: Expected the file {full}. "
                                  "It does not exist.")
     column = v.get("columns", v.get("column"))
@@ -143,6 +148,19 @@ def _ref(spec_path: str, base: str, where: str, v, allow_columns: bool = False) 
             _fail(spec_path, where, f"Expected a NumPy dtype name. Got {v['dtype']!r} ({e}).")
     return FileRef(full, column, bool(v.get("header", True)), v.get("delimiter"),
                    v.get("dtype"), ids)
+
+
+def _check_remote(spec_path: str, where: str, url: str) -> None:
+    """A URL input (a Dask job's ``.npy`` edges or features) that exists."""
+    import fsspec
+
+    if not url.lower().endswith(".npy"):
+        _fail(spec_path, where, f"Expected a .npy file for the URL {url}: parquet and CSV "
+                                "inputs are read from a file system every worker mounts.")
+    fs, p = fsspec.core.url_to_fs(url)
+    if not fs.exists(p):
+        raise InputNotFoundError(f"{spec_path}: {where}: Expected the file {url}. "
+                                 "It does not exist.")
 
 
 #: a spec is a few hundred bytes; anything far larger is not one (and bounds what YAML builds).
@@ -194,7 +212,8 @@ def _read_yaml(path: str) -> dict:
     return raw
 
 
-def _parse_node(path: str, base: str, nt, v, default_kind: str) -> NodeSpec:
+def _parse_node(path: str, base: str, nt, v, default_kind: str,
+                urls: bool = False) -> NodeSpec:
     """One entry of ``nodes``."""
     v = v or {}
     where = f"nodes.{nt}"
@@ -217,7 +236,7 @@ def _parse_node(path: str, base: str, nt, v, default_kind: str) -> NodeSpec:
         _fail(path, where, "Expected either count (ids 0..count-1) or ids/id_kind "
                            "(ids to renumber), not both.")
     feats = {_name(path, f"{where}.features", "feature", k):
-             _ref(path, base, f"{where}.features.{k}", fv, allow_columns=True)
+             _ref(path, base, f"{where}.features.{k}", fv, allow_columns=True, urls=urls)
              for k, fv in _mapping(path, f"{where}.features", v.get("features")).items()}
     vals = {_name(path, f"{where}.values", "value", k):
             _ref(path, base, f"{where}.values.{k}", fv)
@@ -226,7 +245,7 @@ def _parse_node(path: str, base: str, nt, v, default_kind: str) -> NodeSpec:
     return NodeSpec(str(nt), kind, count, ids, feats, vals, labels)
 
 
-def _parse_edge(path: str, base: str, i: int, e, nodes: dict) -> EdgeSpec:
+def _parse_edge(path: str, base: str, i: int, e, nodes: dict, urls: bool = False) -> EdgeSpec:
     """One entry of ``edges``."""
     where = f"edges[{i}]"
     if not isinstance(e, dict):
@@ -252,7 +271,8 @@ def _parse_edge(path: str, base: str, i: int, e, nodes: dict) -> EdgeSpec:
     if not paths:
         _fail(path, where, "Expected path (or paths) of the edge file(s).")
     extra = {k: e[k] for k in ("header", "delimiter") if k in e}
-    files = [_ref(path, base, f"{where}.path", {"path": p, **extra}) for p in paths]
+    files = [_ref(path, base, f"{where}.path", {"path": p, **extra}, urls=urls)
+             for p in paths]
     undirected = bool(e.get("undirected", False))
     if undirected and rel[0] != rel[2]:
         _fail(path, where, "Expected undirected only for a relation within one node type; "
@@ -276,8 +296,12 @@ def _parse_splits(path: str, base: str, raw, nodes: dict) -> dict[str, dict[str,
     return splits
 
 
-def load_spec(path: str | os.PathLike) -> DatasetSpec:
-    """Parse and check a spec file; every error names the spec and the entry."""
+def load_spec(path: str | os.PathLike, *, urls: bool = False) -> DatasetSpec:
+    """Parse and check a spec file; every error names the spec and the entry.
+
+    ``urls`` (a Dask job): ``.npy`` edge and feature files may be fsspec URLs (read by byte
+    range, :mod:`preprocess.remote`); id, label, value and split files stay local.
+    """
     path = os.path.abspath(local_input(path))
     raw = _read_yaml(path)
     base = os.path.dirname(path)
@@ -296,9 +320,10 @@ def load_spec(path: str | os.PathLike) -> DatasetSpec:
         _fail(path, "nodes", "Expected a mapping of node types (name: {count: N} or {ids: FILE}).")
     nodes: dict[str, NodeSpec] = {}
     for nt, v in nodes_raw.items():
-        ns = _parse_node(path, base, nt, v, default_kind)
+        ns = _parse_node(path, base, nt, v, default_kind, urls)
         nodes[ns.name] = ns
-    edges = [_parse_edge(path, base, i, e, nodes) for i, e in enumerate(raw.get("edges") or [])]
+    edges = [_parse_edge(path, base, i, e, nodes, urls)
+             for i, e in enumerate(raw.get("edges") or [])]
     splits = _parse_splits(path, base, raw.get("splits"), nodes)
     opts = raw.get("options") or {}
     allowed = {"coalesce", "drop_self_loops", "sort_neighbors", "to_undirected"}

@@ -20,6 +20,7 @@ import numpy as np
 from .csc import build_csc, plan_csc, reverse_etype
 from .dask_run import check_shared_scratch
 from .diskmap import map_file, open_npy
+from .remote import is_remote, remote_input_record
 from .edges import EdgeSource, concat, open_edges
 from .edges_job import max_id
 from .errors import BadInputError, SpecError
@@ -401,7 +402,8 @@ def _disk_estimate(spec: DatasetSpec) -> int:
         need += 16 * n + copies * 2 * 8 * n  # renumbered scratch, scratch + store indices
     for ns in spec.nodes.values():
         for ref in list(ns.features.values()) + list(ns.values.values()):
-            need += 2 * os.path.getsize(ref.path)
+            need += 2 * (remote_input_record(ref.path)["size"] if is_remote(ref.path)
+                         else os.path.getsize(ref.path))
     return need
 
 
@@ -416,7 +418,7 @@ def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = Fals
     tasks (:mod:`preprocess.dask_run`); the store is the same byte for byte. ``scratch_dir``:
     see :class:`~preprocess.job.Job` (required with ``dask`` for a remote store).
     """
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, urls=dask is not None)
     if reorder is not None:
         if reorder not in REORDERS:
             raise SpecError(f"Expected reorder in {REORDERS}. Got {reorder!r}.")

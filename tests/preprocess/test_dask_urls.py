@@ -116,13 +116,17 @@ def s3(monkeypatch):
 
 
 def _snapshot(store) -> dict:
-    """:func:`store_snapshot` with the provenance's input records (where the input was read
-    from, its mtime) moved out under ``inputs`` (paths only), to compare apart."""
+    """:func:`store_snapshot` with what names the inputs (the provenance's input records:
+    where each was read from, its mtime; the options, which hold the spec's text; the spec's
+    path) moved out under ``inputs`` (paths only) and ``options``, to compare apart."""
     snap = store_snapshot(store)
     attrs = json.loads(snap["zarr.json"])
     paths = [r["path"] for p in attrs["provenance"] for r in p.pop("inputs")]
+    options = json.dumps([p.pop("options") for p in attrs["provenance"]], sort_keys=True)
+    for p in attrs["provenance"]:
+        p.pop("spec", None)
     snap["zarr.json"] = json.dumps(attrs, sort_keys=True)
-    return {"store": snap, "inputs": paths}
+    return {"store": snap, "inputs": paths, "options": options}
 
 
 @pytest.mark.parametrize("layout,processes", [("2e", False), ("e2", True)],
@@ -155,6 +159,53 @@ def test_edges_from_s3_on_dask_equal_the_local_job(s3, tmp_path, monkeypatch, la
     assert got["store"] == want["store"]  # every file byte for byte
     # the provenance names where each read its input
     assert got["inputs"] == [url] and want["inputs"] == [str(tmp_path / "e.npy")]
+    assert got["options"] == want["options"]
     m = json.loads((tmp_path / "dask" / ".preprocess" / "manifest.json").read_text())
     assert [r["path"] for r in m["inputs"]] == [url]
     assert m["inputs"][0]["size"] == s3.size("dask-urls/e.npy")
+
+
+def test_spec_with_npy_edges_and_features_on_s3(s3, tmp_path, monkeypatch):
+    """The toy spec with its .npy edge lists (cites2, venue) and feature matrix on S3, run
+    under Dask (degree counts, renumbering and 25 feature tasks reading by byte range, the
+    rows in degree order fetched as merged ranges) equals the local single-process store;
+    the single-process job and a URL for an id file are refused."""
+    from dask_small import small_blocks
+
+    from preprocess.dask_features import TASK_PREFIX
+    from preprocess.errors import SpecError
+    from preprocess.spec_run import run_spec
+
+    from pp_helpers import make_toy_dataset
+
+    small_blocks(monkeypatch.setattr)
+    spec, _ = make_toy_dataset(tmp_path / "d", reorder="degree")
+    text = (tmp_path / "d" / "spec.yaml").read_text()
+    for f in ("cites2.npy", "venue.npy", "feat.npy"):
+        s3.put(str(tmp_path / "d" / f), f"dask-urls/{f}")
+        text = text.replace(f" {f}", f" s3://dask-urls/{f}").replace(f"[cites.parquet, {f}]",
+                                                                     f"[cites.parquet, s3://dask-urls/{f}]")
+    remote = tmp_path / "d" / "remote.yaml"
+    remote.write_text(text.replace("name: toy", "name: toy"))
+    assert text.count("s3://") == 3
+    run_spec(spec, tmp_path / "serial", **KW)
+    with pytest.raises(InputNotFoundError, match="Got a s3:// URL"):
+        run_spec(remote, tmp_path / "refused", **KW)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        with distributed.get_task_stream(client) as ts:
+            run_spec(remote, tmp_path / "dask", dask=client, **KW)
+        bad = tmp_path / "d" / "bad.yaml"
+        bad.write_text(text.replace("ids: paper_ids.npy", "ids: s3://dask-urls/feat.npy"))
+        with pytest.raises(InputNotFoundError, match="Got a s3:// URL"):
+            run_spec(bad, tmp_path / "bad", dask=client, **KW)
+        bad.write_text(text.replace("path: writes.csv", "path: s3://dask-urls/writes.csv"))
+        with pytest.raises(SpecError, match="Expected a .npy file for the URL"):
+            run_spec(bad, tmp_path / "bad", dask=client, **KW)
+    assert len([t for t in ts.data if t["key"].startswith(TASK_PREFIX)]) == 25
+    got, want = _snapshot(tmp_path / "dask"), _snapshot(tmp_path / "serial")
+    assert got["store"] == want["store"]
+    assert got["options"].replace("s3://dask-urls/", "") == want["options"]
+    assert [p for p in got["inputs"] if "://" in p] == [
+        f"s3://dask-urls/{f}" for f in ("feat.npy", "cites2.npy", "venue.npy")]
