@@ -39,7 +39,7 @@ from featurestore.format import EdgeType
 from featurestore.location import Location
 
 from . import _kernels as K
-from .edges import EdgeSource, concat
+from .edges import ArraySource, EdgeSource, _Reversed, as_int64_ids, concat
 from .diskmap import map_file
 from .errors import (BadInputError, BudgetTooSmallError, IdsOutOfRangeInputError,
                      NotEnoughDiskError)
@@ -49,6 +49,9 @@ from .progress import bar
 __all__ = ["build_csc", "coo_to_csc", "CscPlan", "plan_csc", "reverse_etype"]
 
 log = logging.getLogger(__name__)
+
+#: Dask key prefix of the histogram tasks (tests count them).
+HIST_TASK_PREFIX = "csc-histogram"
 
 #: smallest and largest input block (edges) the budget may choose.
 MIN_BLOCK_EDGES = 1 << 16
@@ -178,6 +181,70 @@ def _histogram(source: EdgeSource, plan: CscPlan, hist: np.ndarray, drop_self_lo
                 nbytes += s.nbytes + d.nbytes
                 pb.update(s.shape[0])
             edges_in += at
+    return edges_in, nbytes
+
+
+def _block_tasks(source: EdgeSource, block_edges: int) -> list[tuple] | None:
+    """``(part, lo, hi)`` per block of the histogram's Dask tasks (``lo`` None: the whole
+    part, a parquet or CSV file); None when a part is not file-backed (its arrays would travel
+    with every task)."""
+    out = []
+    for part in source.parts():
+        if not part.inputs():
+            return None
+        inner = part.inner if isinstance(part, _Reversed) else part
+        if isinstance(inner, ArraySource):
+            n = inner.num_edges
+            out += [(part, lo, min(n, lo + block_edges)) for lo in range(0, n, block_edges)]
+        else:
+            out.append((part, None, None))
+    return out
+
+
+def _hist_task(part: EdgeSource, lo, hi, plan: CscPlan, nh: int,
+               drop_self_loops: bool) -> tuple[np.ndarray, int, int]:
+    """One block's (or part's) histogram in a worker: (counts per bucket, edges, bytes read);
+    an id out of range raises the single-process job's error (same edge number)."""
+    hist = np.zeros(nh, np.int64)
+    if lo is None:
+        blocks, at = part.iter_blocks(plan.block_edges), 0
+    else:
+        inner = part.inner if isinstance(part, _Reversed) else part
+        s = as_int64_ids(inner.src[lo:hi], inner.name, "source", lo)
+        d = as_int64_ids(inner.dst[lo:hi], inner.name, "destination", lo)
+        blocks, at = iter([(d, s) if inner is not part else (s, d)]), lo
+    edges = nbytes = 0
+    for s, d in blocks:
+        bad = K.histogram_block(s, d, plan.num_src, plan.num_dst, plan.hist_shift, hist,
+                                drop_self_loops)
+        if bad >= 0:
+            _raise_range(part, s, d, bad, at, plan)
+        at += s.shape[0]
+        edges += s.shape[0]
+        nbytes += s.nbytes + d.nbytes
+    return hist, edges, nbytes
+
+
+def _histogram_dask(client, tasks: list[tuple], plan: CscPlan, hist: np.ndarray,
+                    drop_self_loops: bool, progress: bool, what: str) -> tuple[int, int]:
+    """:func:`_histogram` with one Dask task per input block; the driver adds the counts
+    (in block order, so the first bad block's error is the one raised)."""
+    tag = os.urandom(4).hex()
+    futures = [client.submit(_hist_task, part, lo, hi, plan, hist.shape[0], drop_self_loops,
+                             key=f"{HIST_TASK_PREFIX}-{tag}-{i}", pure=False)
+               for i, (part, lo, hi) in enumerate(tasks)]
+    edges_in = nbytes = 0
+    try:
+        with bar(len(futures), f"{what}: histogram (dask)", progress, unit="block") as pb:
+            for fut in futures:
+                h, e, b = fut.result()
+                hist += h
+                edges_in += e
+                nbytes += b
+                pb.update(1)
+    except BaseException:
+        client.cancel(futures)
+        raise
     return edges_in, nbytes
 
 
@@ -411,7 +478,10 @@ def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, in
         with PeakMemory() as mem:
             nh = -(-num_dst >> plan.hist_shift) if num_dst else 0
             cum = np.zeros(nh + 1, np.int64)
-            edges_in, nbytes = _histogram(source, plan, cum[1:], drop_self_loops, progress, what)
+            tasks = _block_tasks(source, plan.block_edges) if dask is not None else None
+            edges_in, nbytes = (
+                _histogram_dask(dask, tasks, plan, cum[1:], drop_self_loops, progress, what)
+                if tasks else _histogram(source, plan, cum[1:], drop_self_loops, progress, what))
             np.cumsum(cum, out=cum)
             stats.update(edges_in=edges_in, bytes_read=nbytes, passes=1)
             t_hist = time.perf_counter()

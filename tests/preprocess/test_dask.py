@@ -125,3 +125,64 @@ def test_spec_command_with_a_scheduler_address(toy, tmp_path, capsys, monkeypatc
         assert args.func(args) == 0
     assert "csc:paper__cites__paper" in capsys.readouterr().out
     assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
+
+
+def _csc_of(source, **kw):
+    got = {}
+
+    def indices_out(blocks, n, dtype):
+        got["indices"] = np.concatenate([np.array(b) for b in blocks] or [np.empty(0, dtype)])
+
+    stats = csc.coo_to_csc(source, indptr_out=lambda a: got.setdefault("indptr", np.array(a)),
+                           indices_out=indices_out, progress=False, budget_bytes=16 << 20, **kw)
+    return got["indptr"], got["indices"], stats
+
+
+def test_histogram_blocks_as_tasks(tmp_path, monkeypatch):
+    """The CSC histogram as one Dask task per input block (npy blocks, a reversed npy file,
+    a parquet file as one task): the same CSC and counts as the driver's pass, against a
+    NumPy reference; an id out of range raises the single-process error (same edge)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from preprocess.edges import concat, from_parquet
+
+    real = csc.plan_csc
+    monkeypatch.setattr(csc, "plan_csc", lambda *a, **kw: dataclasses.replace(
+        real(*a, **kw), block_edges=700, work_bytes=4000))
+    rng = np.random.default_rng(3)
+    e1 = rng.integers(0, 300, size=(2, 5000))
+    e2 = rng.integers(0, 300, size=(2, 1200)).astype(np.int32)
+    e3 = rng.integers(0, 300, size=(2, 900))
+    np.save(tmp_path / "e1.npy", e1)
+    np.save(tmp_path / "e2.npy", e2)
+    pq.write_table(pa.table({"src": e3[0], "dst": e3[1]}), tmp_path / "e3.parquet")
+    src = concat(from_npy(tmp_path / "e1.npy"), from_npy(tmp_path / "e2.npy").reversed(),
+                 from_parquet(tmp_path / "e3.parquet"))
+    s = np.concatenate([e1[0], e2[1], e3[0]])
+    d = np.concatenate([e1[1], e2[0], e3[1]])
+    want_ptr, want_idx, _ = _csc_of(src, num_src=300, num_dst=300)
+    np.testing.assert_array_equal(want_ptr, np.concatenate([[0], np.cumsum(
+        np.bincount(d, minlength=300))]))
+    np.testing.assert_array_equal(want_idx, s[np.lexsort((s, d))])
+    bad = e1.copy()
+    bad[1, 3333] = 300
+    np.save(tmp_path / "bad.npy", bad)
+    with pytest.raises(csc.IdsOutOfRangeInputError) as single:
+        _csc_of(concat(from_npy(tmp_path / "e2.npy"), from_npy(tmp_path / "bad.npy")),
+                num_src=300, num_dst=300)
+    assert "at edge 3333" in str(single.value)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        with distributed.get_task_stream(client) as ts:
+            ptr, idx, stats = _csc_of(src, num_src=300, num_dst=300, dask=client)
+        with pytest.raises(csc.IdsOutOfRangeInputError) as tasks:
+            _csc_of(concat(from_npy(tmp_path / "e2.npy"), from_npy(tmp_path / "bad.npy")),
+                    num_src=300, num_dst=300, dask=client)
+    assert str(tasks.value) == str(single.value)
+    np.testing.assert_array_equal(ptr, want_ptr)
+    np.testing.assert_array_equal(idx, want_idx)
+    assert stats["edges_in"] == 7100
+    # 8 blocks of e1, 2 of e2 (reversed), the parquet file whole
+    assert len([t for t in ts.data if t["key"].startswith(csc.HIST_TASK_PREFIX)]) == 8 + 2 + 1
