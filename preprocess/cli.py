@@ -108,7 +108,9 @@ def register(subparsers) -> None:
         "edges", "one edge list (npy, parquet, CSV) to a homogeneous store",
         "Convert one edge list with ids in [0, N) to a store with one node type and one edge "
         "type, as CSC.")
-    q.add_argument("edges", metavar="EDGES", help="edge file: .npy [2, E], .parquet or .csv")
+    q.add_argument("edges", metavar="EDGES",
+                   help="edge file: .npy [2, E], .parquet or .csv (with --dask, a .npy may be "
+                        "an fsspec URL: s3://...)")
     q.add_argument("store", metavar="STORE", help="where the store goes (directory or URL)")
     q.add_argument("--num-nodes", type=int, default=None,
                    help="node count (default: largest id + 1, one more pass over the input)")

@@ -154,6 +154,18 @@ def test_edges_from_s3_on_dask_equal_the_local_job(s3, tmp_path, monkeypatch, la
             distributed.Client(cluster) as client:
         with distributed.get_task_stream(client) as ts:
             run_edges_job(url, tmp_path / "dask", dask=client, **opts)
+        if not processes:  # the command line, on the same cluster by its address
+            import argparse
+
+            from preprocess import cli
+
+            parser = argparse.ArgumentParser()
+            cli.register(parser.add_subparsers(dest="command"))
+            args = parser.parse_args(["preprocess", "edges", url, str(tmp_path / "cli"),
+                                      "--num-nodes", "500", "--csr", "--memory", "16MiB",
+                                      "--dask", cluster.scheduler_address, "--no-progress"])
+            assert args.func(args) == 0
+            assert _snapshot(tmp_path / "cli") == _snapshot(tmp_path / "dask")
     assert len([t for t in ts.data if t["key"].startswith("_range_task")]) > 3
     got, want = _snapshot(tmp_path / "dask"), _snapshot(tmp_path / "serial")
     assert got["store"] == want["store"]  # every file byte for byte
