@@ -49,6 +49,7 @@ def resolve_dtype(dtype, store_dtype: np.dtype, what: str) -> np.dtype | None:
     except TypeError as e:
         raise LoaderArgumentError(f"Expected dtype as a torch or numpy dtype or its name "
                                   f"(torch.float32, 'float32'). Got {src!r} instead.") from e
+    dt = dt.newbyteorder("=")  # torch takes native byte order only; ">f4" means float32
     if dt.kind != "f":
         raise LoaderArgumentError(
             f"Expected a floating dtype (float16, float32, float64) for the features of "

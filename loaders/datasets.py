@@ -97,16 +97,18 @@ class LazyRows:
     rows there, without reading anything; :meth:`numpy` reads the whole array, explicitly.
     """
 
-    def __init__(self, source, name: str, device="cpu", dtype: torch.dtype | None = None):
+    def __init__(self, source, name: str, device="cpu", dtype: torch.dtype | None = None,
+                 column: bool = False):
         self._source = source  # a FeatureArray or a 1-D numpy vector (memory-mapped)
         self.name = name
         self.device = torch.device(device)
         self._cast = dtype  # a torch dtype the gathered rows are cast to, or None
+        self._column = column  # a 1-D vector seen as (N, 1), as OGB gives DGL's labels
 
     @property
     def shape(self) -> torch.Size:
         """The array's shape: ``(num_nodes,)`` or ``(num_nodes, dim, ...)``."""
-        return torch.Size(self._source.shape)
+        return torch.Size(tuple(self._source.shape) + ((1,) if self._column else ()))
 
     @property
     def dtype(self) -> torch.dtype:
@@ -121,7 +123,7 @@ class LazyRows:
 
     def dim(self) -> int:
         """The number of dimensions."""
-        return len(self._source.shape)
+        return len(self.shape)
 
     def __len__(self) -> int:
         return self._source.shape[0]
@@ -130,6 +132,12 @@ class LazyRows:
         return f"LazyRows({self.name!r}, shape={tuple(self.shape)}, dtype={self.dtype})"
 
     def __getitem__(self, key) -> torch.Tensor:
+        if isinstance(key, tuple):  # rows first, then the rest of the key on the tensor
+            rows = self[key[0]]
+            lead = () if isinstance(key[0], (int, np.integer)) else (slice(None),)
+            return rows[lead + key[1:]]
+        if self._column:
+            return self.__class__(self._source, self.name, self.device, self._cast)[key][..., None]
         scalar = isinstance(key, (int, np.integer))
         ids = _index(key, len(self))
         if hasattr(self._source, "gather"):
@@ -155,7 +163,7 @@ class LazyRows:
             elif a is not None:
                 device = a
         return LazyRows(self._source, self.name, self.device if device is None else device,
-                        self._cast if dtype is None else dtype)
+                        self._cast if dtype is None else dtype, self._column)
 
     def float(self) -> LazyRows:
         """A view whose gathered rows are ``float32``."""
@@ -527,12 +535,13 @@ class DglNodePropPredDataset(_Dataset):
     """OGB's ``DglNodePropPredDataset(name, root)`` over the store at ``root`` (or ``root/name``).
 
     ``dataset[0]`` is ``(graph, labels)``: a :class:`StoreGraph` and the labels as
-    :class:`LazyRows`, as OGB returns them.
+    :class:`LazyRows` of shape ``(N, 1)``, as OGB returns them (``labels[:, 0]`` works).
     """
 
     def __getitem__(self, i: int):
         g = StoreGraph(super().__getitem__(i).store)
-        return g, g.ndata["label"]
+        y = g.ndata["label"]
+        return g, LazyRows(y._source, y.name, y.device, column=True)  # (N, 1), as OGB
 
 
 class AsNodePredDataset:

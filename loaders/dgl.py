@@ -263,7 +263,9 @@ class NodeCollator:
     returns ``(input_nodes, output_nodes, blocks)`` in homogeneous ids, the blocks carrying
     ``dgl.NTYPE``, ``dgl.ETYPE`` and ``edata["etype"]`` (no features: the script adds them).
     Picklable, for ``DataLoader`` worker processes; each batch's draws come from torch's
-    generator (seeded per worker by PyTorch).
+    generator (seeded per worker by PyTorch). The fanouts cap the neighbours drawn per node
+    per relation (the store is sampled by edge type), where DGL's sampler on ``graph.dgl``
+    draws ``k`` in-edges of any type.
     """
 
     def __init__(self, g, idx, graph_sampler, **kwargs):

@@ -119,8 +119,12 @@ class MAG240MEvaluator:
 
     def eval(self, input_dict: dict) -> dict:
         """``{"acc": ...}`` of ``input_dict["y_pred"]`` against ``input_dict["y_true"]``."""
-        y_true, y_pred = (np.asarray(_numpy(input_dict[k])).reshape(-1)
-                          for k in ("y_true", "y_pred"))
+        y_true, y_pred = (np.asarray(_numpy(input_dict[k])) for k in ("y_true", "y_pred"))
+        if y_true.shape != y_pred.shape:
+            raise LoaderArgumentError(f"Expected y_true and y_pred of one shape, as OGB-LSC's "
+                                      f"evaluator asserts. Got {y_true.shape} and "
+                                      f"{y_pred.shape}.")
+        y_true, y_pred = y_true.reshape(-1), y_pred.reshape(-1)
         return {"acc": float((y_true == y_pred).mean()) if y_true.size else 0.0}
 
     def save_test_submission(self, input_dict: dict, dir_path: str, mode: str = "test-dev"):

@@ -358,6 +358,11 @@ class LegacyNeighborSampler:
     are the edge types (indices into ``store.edge_types``), ``size`` is ``(sources, targets)``.
     Batches come from :class:`loaders.NeighborLoader` (sampling and ``transform`` on its
     threads); ``num_workers`` sets how many batches each stage prepares ahead.
+
+    One difference from PyG's sampler over ``full_adj_t``: ``sizes`` caps the neighbours
+    drawn per node **per relation** (the store is sampled by edge type), so a node with
+    in-edges of ``r`` relations gets up to ``r * size`` neighbours, where PyG's cap is
+    ``size`` in all.
     """
 
     def __init__(self, edge_index, sizes, node_idx=None, num_nodes=None,
@@ -412,7 +417,8 @@ class LegacyNeighborSampler:
             m, n_src, n_dst = int(ce[depth]), int(cn[depth]), int(cn[depth - 1])
             adjs.append(Adj(_adj_t(col[:m], row[:m], hb.edge_type[:m], n_dst, n_src),
                             eid[:m] if self.return_e_id else None, (n_src, n_dst)))
-        out = (sub.batch_size, n_id, adjs)
+        # one layer: a bare Adj, as PyG's legacy NeighborSampler gives it
+        out = (sub.batch_size, n_id, adjs[0] if len(adjs) == 1 else adjs)
         return self.transform(*out) if self.transform is not None else out
 
 

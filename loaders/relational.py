@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from featurestore.errors import IdsOutOfRangeError
 from featurestore.format import EdgeType
 
 from .errors import LoaderArgumentError
@@ -191,6 +192,11 @@ class HomogeneousFeatures:
     def __getitem__(self, ids) -> np.ndarray:
         """Rows ``ids`` (homogeneous ids: an integer array, tensor or list)."""
         ids = np.asarray(ids.cpu().numpy() if isinstance(ids, torch.Tensor) else ids, np.int64)
+        if ids.ndim != 1 or (ids.size and (ids.min() < 0 or ids.max() >= len(self))):
+            raise IdsOutOfRangeError(
+                f"Expected 1-D homogeneous ids in [0, {len(self)}) for the features of "
+                f"{self.graph.store.url}. Got shape {ids.shape}"
+                + (f", ids in [{ids.min()}, {ids.max()}]" if ids.size else "") + " instead.")
         off = self.graph.offsets
         kind = np.searchsorted(off, ids, side="right") - 1
         out = np.empty((ids.shape[0],) + self.shape[1:], self.dtype)
@@ -231,8 +237,16 @@ class HomogeneousGraph:
         return self
 
     def seeds(self, ids) -> tuple[str, np.ndarray]:
-        """``(node type, store ids)`` of homogeneous ids that are all of one node type."""
-        ids = np.asarray(ids.cpu().numpy() if isinstance(ids, torch.Tensor) else ids, np.int64)
+        """``(node type, store ids)`` of homogeneous ids (or a boolean mask over all nodes, as
+        PyG takes ``node_idx``) that are all of one node type."""
+        ids = np.asarray(ids.cpu().numpy() if isinstance(ids, torch.Tensor) else ids)
+        if ids.dtype == np.bool_:
+            if ids.shape != (self.num_nodes(),):
+                raise LoaderArgumentError(
+                    f"Expected a boolean mask of {self.num_nodes()} entries (one per node of "
+                    f"the homogeneous graph). Got shape {ids.shape} instead.")
+            ids = np.flatnonzero(ids)
+        ids = ids.astype(np.int64, copy=False)
         kind = np.searchsorted(self.offsets, ids, side="right") - 1
         if ids.size == 0 or kind.min() != kind.max() or ids.min() < 0 or \
                 ids.max() >= self.num_nodes():

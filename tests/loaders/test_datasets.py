@@ -137,3 +137,13 @@ def test_lazy_rows_to_device_and_dtype(homo_store_path):
         assert view.dtype == torch.float64 and got.dtype == torch.float64
         np.testing.assert_array_equal(got.numpy(), want.astype(np.float64))
     assert x.float()[ids].dtype == torch.float32 and x.to("cpu").dtype == x.dtype
+
+
+def test_dgl_labels_are_a_column_as_ogb(homo_store_path):
+    store = fs.open_store(homo_store_path)
+    _, labels = DglNodePropPredDataset(root=homo_store_path)[0]
+    want = np.asarray(store.labels())
+    assert tuple(labels.shape) == (store.num_nodes(), 1) and labels.dim() == 2
+    np.testing.assert_array_equal(labels[np.array([3, 1])].numpy(), want[[3, 1], None])
+    np.testing.assert_array_equal(labels[:, 0].numpy(), want)
+    assert int(labels[5, 0]) == want[5]

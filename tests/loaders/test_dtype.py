@@ -47,6 +47,8 @@ def test_dtype_argument_forms_and_refusals():
     for d in (torch.float32, np.float32, "float32", np.dtype("float32")):
         assert resolve_dtype(d, f16, "x") == np.float32
     assert resolve_dtype(None, f16, "x") is None and resolve_dtype("float16", f16, "x") is None
+    big = resolve_dtype(">f4", f16, "x")  # another byte order: torch takes native only
+    assert big == np.float32 and big.isnative
     for bad in (torch.int64, np.int32, "bool", torch.bool, np.complex64, torch.bfloat16, "nope"):
         with pytest.raises(LoaderArgumentError, match="dtype"):
             resolve_dtype(bad, f16, "x")

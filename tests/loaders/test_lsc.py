@@ -114,3 +114,26 @@ def test_homogeneous_graph_refuses_mixed_seeds(rel_store):
         g.seeds([0, 499, 500])  # a paper, a paper, an author
     with pytest.raises(LoaderArgumentError, match="every node type"):
         HomogeneousGraph(rel_store, ["paper", "author"])
+
+
+def test_review_fixes(rel_store):
+    """A mask as seeds is its nonzero ids; negative feature ids raise; one layer gives a bare
+    Adj (as PyG's legacy sampler); the evaluator refuses mismatched shapes."""
+    from featurestore.errors import IdsOutOfRangeError
+    from loaders.errors import LoaderArgumentError
+
+    g = HomogeneousGraph(rel_store, ORDER)
+    mask = torch.zeros(g.num_nodes(), dtype=torch.bool)
+    mask[[3, 7]] = True
+    assert g.seeds(mask)[0] == "paper"
+    np.testing.assert_array_equal(g.seeds(mask)[1], [3, 7])
+    with pytest.raises(LoaderArgumentError, match="boolean mask"):
+        g.seeds(mask[:5])
+    for bad in ([-1], [g.num_nodes()], [[0, 1]]):
+        with pytest.raises(IdsOutOfRangeError):
+            g.x[np.array(bad)]
+    with pytest.raises(LoaderArgumentError, match="one shape"):
+        MAG240MEvaluator().eval({"y_true": np.array([1, 1, 2]), "y_pred": np.array([1])})
+    pytest.importorskip("torch_sparse")
+    bs, n_id, adj = next(iter(LegacyNeighborSampler(g, [2], node_idx=mask, batch_size=4)))
+    assert bs == 2 and n_id[:2].tolist() == [3, 7] and hasattr(adj, "adj_t")
