@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import json
 import os
 import uuid
@@ -13,6 +14,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .errors import RemoteStoreError
 from .rangecache import CACHE_BLOCK_BYTES, RangeCacheFileSystem
+
+log = logging.getLogger(__name__)
 
 #: seconds to connect and to wait for the next bytes of a remote read before giving up
 #: (aiohttp's default is 300 s of silence, then a TimeoutError with an empty message).
@@ -91,15 +94,28 @@ class Location:
         self.cache_dir: str | None = None
         if cache_dir is not None and not self.is_local:
             self.cache_dir = self._cache_storage(os.fspath(cache_dir))
-            self.fs = RangeCacheFileSystem(self.remote_fs, self.cache_dir, block)
+            if self.cache_dir is not None:
+                self.fs = RangeCacheFileSystem(self.remote_fs, self.cache_dir, block)
 
-    def _cache_storage(self, cache_dir: str) -> str:
-        """``cache_dir/<hash of the URL>-<generation>``: a rewritten store gets a new one."""
+    def _cache_storage(self, cache_dir: str) -> str | None:
+        """``cache_dir/<hash of the URL>-<generation>``: a rewritten store gets a new one.
+
+        ``None`` (no caching) when the generation cannot be read or the store has none (not
+        complete, or written before generations): bytes cached under an unknown generation
+        could be served for another one.
+        """
         try:
             raw = self.remote_fs.cat_file(self.path("zarr.json"))
-            gen = str(json.loads(raw).get("attributes", {}).get("generation") or "none")
-        except Exception:  # noqa: BLE001 - no store there: the reader says so next
-            gen = "none"
+            attrs = json.loads(raw).get("attributes", {})
+            gen = attrs.get("generation") if attrs.get("complete") is True else None
+        except Exception as e:  # noqa: BLE001 - the reader reports the store's state next
+            log.warning("%s: not caching in %s: the store's generation could not be read "
+                        "(%s: %s)", self.url, cache_dir, type(e).__name__, e)
+            return None
+        if not isinstance(gen, str) or not gen:
+            log.warning("%s: not caching in %s: the store has no generation id (incomplete, "
+                        "or written before generations)", self.url, cache_dir)
+            return None
         key = hashlib.sha256(self.remote_fs.unstrip_protocol(self.root).encode()).hexdigest()
         return os.path.join(os.path.abspath(cache_dir), f"{key[:16]}-{gen}")
 

@@ -52,6 +52,12 @@ class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
                 start, end = max(0, size - int(b)), size - 1
             else:
                 start, end = int(a), min(size - 1, int(b) if b else size - 1)
+            if start >= size or end < start:  # unsatisfiable: 416, as a real server answers
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{size}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
             f.seek(start)
             data = f.read(max(0, end - start + 1))
         counts = getattr(self.server, "counts", None)

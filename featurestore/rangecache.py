@@ -208,18 +208,32 @@ class RangeCacheFileSystem(AbstractFileSystem):
                                               OSError(f"short read of {e.path} [{lo}, {hi}): "
                                                       f"{len(data)} bytes"))
                 continue
-            try:
-                os.pwrite(e.fd, data, lo)  # the bytes first, then the mark: never a hole
-            except OSError as err:
-                if err.errno == errno.ENOSPC:  # not a transport error: no retry
-                    raise DiskFullError(f"The cache directory {self.storage} is full: cannot "
-                                        f"write {hi - lo} bytes of {e.path}. Free space or "
-                                        "choose another cache_dir.") from err
-                raise
+            self._write_all(e, data, lo)  # the bytes first, then the mark: never a hole
             e.state[a:b] = 1
             self.stats["bytes_fetched"] += hi - lo
         if first_error is not None:
             raise first_error
+
+    def _write_all(self, e, data: bytes, lo: int) -> None:
+        """Write all of ``data`` at ``lo`` (``pwrite`` may write less: a full disk, a file-size
+        limit); raise :class:`DiskFullError` when it cannot, so no block is marked present
+        over a hole."""
+        view, done = memoryview(data), 0
+        while done < len(view):
+            try:
+                n = os.pwrite(e.fd, view[done:], lo + done)
+            except OSError as err:
+                if err.errno in (errno.ENOSPC, errno.EFBIG):  # not a transport error: no retry
+                    raise DiskFullError(
+                        f"The cache directory {self.storage} is full: cannot write "
+                        f"{len(view) - done} bytes of {e.path}. Free space or choose another "
+                        "cache_dir.") from err
+                raise
+            if n <= 0:
+                raise DiskFullError(f"The cache directory {self.storage} took no more bytes "
+                                    f"of {e.path} ({done} of {len(view)} written). Free space "
+                                    "or choose another cache_dir.")
+            done += n
 
     def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None,
               **kwargs):

@@ -204,13 +204,34 @@ class FeatureArray:
         """Rows by slice (only the slice is read) or by an integer (array) index."""
         if isinstance(key, slice):
             start, stop, step = key.indices(self.shape[0])
+            if abs(step) > 1:  # strided: only the rows asked, as a gather
+                return self.gather(np.arange(start, stop, step, dtype=np.int64))
             lo, hi = (start, stop) if step > 0 else (stop + 1, start + 1)
             hi = max(lo, hi)
             out = np.empty((hi - lo,) + self.shape[1:], self.dtype)
-            with self._store._using(self.name) if self._store else contextlib.nullcontext():
-                self.reader.read_slice(lo, hi, out)
-            return out[::step] if step > 0 else out[::-1][::-step]
+            self._read_slice_retrying(lo, hi, out)
+            return out if step > 0 else out[::-1]
         return self.gather(np.asarray(key).reshape(-1)).reshape(np.shape(key) + self.shape[1:])
+
+    def _read_slice_retrying(self, lo: int, hi: int, out: np.ndarray) -> None:
+        """``reader.read_slice`` with gather's retries and error wrapping (remote stores)."""
+        st = self._store
+        remote = st is not None and not st.loc.is_local
+        for attempt in range(REMOTE_RETRIES + 1):
+            try:
+                with st._using(self.name) if st else contextlib.nullcontext():
+                    self.reader.read_slice(lo, hi, out)
+                return
+            except FeatureStoreError:
+                raise
+            except Exception as e:  # noqa: BLE001 - transport errors retried, then named
+                if not (remote and _is_transport_error(e)):
+                    raise
+                if attempt == REMOTE_RETRIES:
+                    raise remote_error(e, st.url, f"rows [{lo}, {hi}) of {self.name}") from e
+                log.warning("reading rows [%d, %d) of %s failed (%s: %s); retry %d of %d", lo,
+                            hi, self.name, type(e).__name__, e, attempt + 1, REMOTE_RETRIES)
+                time.sleep(REMOTE_BACKOFF_S * 2 ** attempt)
 
     def numpy(self) -> np.ndarray:
         """The whole array: a read-only memory map when local, else read into memory."""

@@ -6,6 +6,7 @@ rewritten store is never served from the old cache."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import pickle
 import shutil
@@ -214,6 +215,42 @@ def test_full_cache_disk_is_named(tmp_path, monkeypatch):
         cfs.cat_file(str(tmp_path / "blob"), 100, 9000)
     monkeypatch.undo()
     assert cfs.cat_file(str(tmp_path / "blob"), 100, 9000) == data[100:9000]
+
+
+def test_short_cache_write_marks_nothing(tmp_path, monkeypatch):
+    """pwrite writing fewer bytes than asked (a full disk, a file-size limit) is a
+    DiskFullError, and the blocks stay unmarked: a later read fetches them again instead of
+    serving the hole as zeros."""
+    import featurestore.rangecache as rc
+
+    data = bytes(range(256)) * 1024
+    (tmp_path / "blob").write_bytes(data)
+    cfs = RangeCacheFileSystem(fs.location.fsspec.filesystem("file"), str(tmp_path / "c"),
+                               block_bytes=4096)
+    real = rc.os.pwrite
+
+    def short(fd, buf, off):  # the kernel takes 100 bytes, then nothing
+        return real(fd, bytes(buf[:100]), off) if off % 4096 == 0 else 0
+
+    monkeypatch.setattr(rc.os, "pwrite", short)
+    with pytest.raises(fs.DiskFullError, match="took no more bytes"):
+        cfs.cat_file(str(tmp_path / "blob"), 100, 9000)
+    monkeypatch.undo()
+    assert cfs.cat_file(str(tmp_path / "blob"), 100, 9000) == data[100:9000]
+
+
+def test_no_cache_without_a_generation(tmp_path, server):
+    """A store whose generation cannot be read is not cached (its bytes could belong to
+    another generation): cache_dir is ignored, with a warning, and reads still work."""
+    root, url, counts = server
+    x = build(root / "nogen")
+    meta = json.loads((root / "nogen" / "zarr.json").read_text())
+    meta["attributes"].pop("generation", None)
+    (root / "nogen" / "zarr.json").write_text(json.dumps(meta))
+    with fs.open_store(f"{url}/nogen", cache_dir=tmp_path / "c", cache_bytes=0) as s:
+        assert s.loc.cache_dir is None
+        np.testing.assert_array_equal(s.features("paper").gather([1, 5]), x[[1, 5]])
+    assert not (tmp_path / "c").exists() or not any((tmp_path / "c").iterdir())
 
 
 def test_two_processes_share_a_cache(store, tmp_path):

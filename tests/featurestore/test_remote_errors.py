@@ -135,3 +135,20 @@ def test_a_transient_failure_is_retried(store_dir, monkeypatch):
         with pytest.raises(RemoteStoreError, match="feat"):
             f.gather([1])
         assert len(calls) == R.REMOTE_RETRIES + 1
+
+
+def test_remote_slices_retry_name_errors_and_read_only_strided_rows(store_dir):
+    """A slice of a remote array goes through gather's retries and error naming; a strided
+    slice reads only its rows (not the whole span)."""
+    counts = {}
+    url, stop = serve_http(store_dir.parent, counts)
+    with fs.open_store(f"{url}/{store_dir.name}") as s, fs.open_store(store_dir) as local:
+        f, ref = s.features("v"), local.features("v").numpy()
+        np.testing.assert_array_equal(f[10:20], ref[10:20])
+        np.testing.assert_array_equal(f[20:10:-1], ref[20:10:-1])
+        counts.clear()
+        np.testing.assert_array_equal(f[::1000], ref[::1000])
+        assert counts["bytes"] <= 2 * ref[::1000].nbytes + 4096  # not the whole array
+        stop()
+        with pytest.raises(RemoteStoreError, match="v"):
+            _ = f[30:40]
