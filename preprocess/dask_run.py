@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 
 from .errors import DaskNotInstalledError, PreprocessError
 
@@ -67,13 +68,16 @@ def dask_client(address: str | None):
             cluster.close()
 
 
-def check_shared_scratch(job, client) -> None:
+def check_shared_scratch(store, scratch_dir, client, dry_run: bool = False) -> None:
     """Refuse a Dask run of a remote store without ``--scratch``: the tasks leave their files
     in the job's scratch directory, which every worker must see (the system's temp directory
-    of the driver is not shared)."""
-    if client is None or job.loc.is_local or job.scratch_dir is not None or job.dry_run:
+    of the driver is not shared). Called before the job opens the store, so a refusal
+    leaves the store as it was."""
+    from featurestore.location import Location
+
+    if client is None or scratch_dir is not None or dry_run or Location(os.fspath(store)).is_local:
         return
     raise PreprocessError(
         f"Expected --scratch DIR (scratch_dir=) on storage every Dask worker sees for the "
-        f"remote store {job.store_url}: the workers write their CSC slices and feature rows "
-        "there. Nothing was written.")
+        f"remote store {store}: the workers write their CSC slices and feature rows there. "
+        "Nothing was written.")

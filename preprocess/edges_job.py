@@ -114,9 +114,9 @@ def run_edges_job(edges_path, store, *, num_nodes: int | None = None, node_type:
                    src_col=src_col, dst_col=dst_col, header=header, delimiter=delimiter,
                    coalesce=coalesce or undirected, drop_self_loops=drop_self_loops,
                    undirected=undirected, csr=csr)
+    check_shared_scratch(store, scratch_dir, dask, dry_run)  # before the store is opened
     job = Job(store, "edges", source.inputs(), options, force=force, dry_run=dry_run,
               budget_bytes=budget_bytes, progress=progress, scratch_dir=scratch_dir)
-    check_shared_scratch(job, dask)
     ctx = EdgesContext(job, source=source, options=options, budget_bytes=budget_bytes,
                        progress=progress, dask=dask)
     job.run_steps(edges_steps(options, source.num_edges), ctx)

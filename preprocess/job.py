@@ -214,6 +214,8 @@ class Job:
             self.complete = self._store_complete()
         else:
             self.manifest = None
+        if self.complete and not dry_run and not self.manifest.get("complete"):
+            self._finish()  # killed between the store's commit and the manifest's update
         self.resumed = self.manifest is not None and bool(self.manifest.get("steps"))
         if self.manifest is None:
             self.manifest = {"job": name, "tool": f"featurestore {__version__}",
@@ -327,12 +329,18 @@ class Job:
                                + ("it is a dry run." if self.dry_run else "the store is complete."))
         return self._writer
 
-    def _scratch_root(self) -> str:
-        """``scratch_dir/featurestore-<hash of the store URL>`` (one folder per store)."""
+    def _store_tag(self) -> str:
+        """A hash of the store's normalised location (``out``, ``./out`` and ``/abs/out/``
+        are one store), naming its scratch folders so that a resumed job finds them."""
         import hashlib
 
-        tag = hashlib.sha1(self.store_url.encode()).hexdigest()[:16]
-        return os.path.join(self.scratch_dir, f"featurestore-{tag}")
+        where = (os.path.realpath(self.loc.root) if self.loc.is_local else
+                 self.loc.fs.unstrip_protocol(self.loc.root).rstrip("/"))
+        return hashlib.sha1(where.encode()).hexdigest()[:16]
+
+    def _scratch_root(self) -> str:
+        """``scratch_dir/featurestore-<hash of the store's location>`` (one folder per store)."""
+        return os.path.join(self.scratch_dir, f"featurestore-{self._store_tag()}")
 
     @property
     def tmpdir(self) -> str | None:
@@ -355,11 +363,9 @@ class Job:
         elif self.loc.is_local:
             path = self.loc.path(WORK_KEY)
         else:
-            import hashlib
             import tempfile
 
-            tag = hashlib.sha1(self.store_url.encode()).hexdigest()[:16]
-            path = os.path.join(tempfile.gettempdir(), f"featurestore-work-{tag}")
+            path = os.path.join(tempfile.gettempdir(), f"featurestore-work-{self._store_tag()}")
         if not self.dry_run:
             os.makedirs(path, exist_ok=True)
         return path
@@ -452,8 +458,13 @@ class Job:
         self.writer.add_provenance(f"preprocess {self.name}", inputs=self.inputs,
                                    options=self.options, **_jsonable(provenance))
         self.writer.commit()
+        self._finish()
+
+    def _finish(self) -> None:
+        """Mark the manifest complete and remove the scratch and work files (the store has
+        committed)."""
         self.manifest["complete"] = True
-        self.manifest["finished"] = _now()
+        self.manifest.setdefault("finished", _now())
         self._save()
         self.complete = True
         if self.tmpdir is not None:

@@ -130,7 +130,7 @@ class RemoteArray:
         paths, starts, ends = merge_offset_ranges([path] * len(u), at.tolist(),
                                                   (at + rb).tolist(), max_gap=0,
                                                   max_block=MAX_REQUEST_BYTES, sort=False)
-        parts = fs.cat_ranges(paths, starts, ends)
+        parts = fs.cat_ranges(paths, starts, ends, on_error="raise")
         buf = b"".join(parts)  # max_gap=0: the unique rows back to back, in order
         if len(buf) != len(u) * rb:
             raise BadInputError(f"Expected {len(u) * rb} bytes of {len(u)} rows in {self.url}. "

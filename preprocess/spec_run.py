@@ -425,9 +425,9 @@ def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = Fals
         spec.reorder = reorder
     steps = spec_steps(spec)
     options = {"spec": spec.raw, "reorder": spec.reorder}
+    check_shared_scratch(store, scratch_dir, dask, dry_run)  # before the store is opened
     job = Job(store, f"spec:{spec.name}", spec.files(), options, force=force, dry_run=dry_run,
               budget_bytes=budget_bytes, progress=progress, scratch_dir=scratch_dir)
-    check_shared_scratch(job, dask)
     if not dry_run and not job.complete:
         job.check_disk(_disk_estimate(spec), "the store and its scratch files")
     job.run_steps(steps, SpecContext(job, spec=spec, budget_bytes=budget_bytes,

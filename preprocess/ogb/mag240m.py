@@ -290,9 +290,9 @@ def preprocess_mag240m(root, store, *, derive_features: str | None = None,
                                                ("node_feat", "node_label", "node_year")]
     inputs += list(arrays["edges"].values())
     opts = dict(derive_features=derive_features, coalesce=True, to_undirected=True)
+    check_shared_scratch(store, scratch_dir, dask, dry_run)  # before the store is opened
     job = Job(store, "mag240m", inputs, opts, force=force, dry_run=dry_run,
               budget_bytes=budget_bytes, progress=progress, scratch_dir=scratch_dir)
-    check_shared_scratch(job, dask)
     ctx = MagContext(job, paths=paths, meta=meta, arrays=arrays, splits=splits,
                      budget_bytes=budget_bytes, progress=progress, dask=dask)
     job.run_steps(mag_steps(meta, arrays, splits, derive_features), ctx)

@@ -186,3 +186,20 @@ def test_histogram_blocks_as_tasks(tmp_path, monkeypatch):
     assert stats["edges_in"] == 7100
     # 8 blocks of e1, 2 of e2 (reversed), the parquet file whole
     assert len([t for t in ts.data if t["key"].startswith(csc.HIST_TASK_PREFIX)]) == 8 + 2 + 1
+
+
+def test_remote_store_without_scratch_is_refused_before_it_is_touched(toy):
+    """--dask on a remote store without --scratch is refused before the job opens the store:
+    with force=True a finished store stays as it was (it used to be wiped first)."""
+    import fsspec
+
+    from preprocess.errors import PreprocessError
+
+    url = "memory://review-dask-nowipe/st"
+    run_spec(toy, url, progress=False)
+    mem = fsspec.filesystem("memory")
+    before = {p: mem.cat_file(p) for p in mem.find("/review-dask-nowipe")}
+    with pytest.raises(PreprocessError, match="--scratch"):
+        run_spec(toy, url, dask=object(), force=True, progress=False)  # any client: refused
+    assert {p: mem.cat_file(p) for p in mem.find("/review-dask-nowipe")} == before
+    mem.rm("/review-dask-nowipe", recursive=True)

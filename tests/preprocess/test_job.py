@@ -109,3 +109,37 @@ def test_remote_store_through_fsspec(tmp_path):
     job = run_edges_job(tmp_path / "e.npy", url, coalesce=True, progress=False,
                         budget_bytes=64 << 20)
     assert [st.status for st in job.steps] == ["done before"] * 3
+
+
+def test_scratch_folder_is_the_same_for_every_spelling_of_the_store(tmp_path, monkeypatch):
+    """out, ./out, /abs/out and /abs/out/ are one store: a resumed job finds its scratch."""
+    f = tmp_path / "in.npy"
+    np.save(f, np.arange(10))
+    scratch = tmp_path / "scratch"
+    monkeypatch.chdir(tmp_path)
+    roots = set()
+    for spelling in ("out", "./out", str(tmp_path / "out"), str(tmp_path / "out") + "/"):
+        job = Job(spelling, "t", [f], {"k": 1}, progress=False, scratch_dir=str(scratch))
+        roots.add(job.tmpdir)
+        job.close()
+    assert len(roots) == 1
+
+
+def test_kill_after_the_store_committed_is_finished_on_rerun(tmp_path, monkeypatch):
+    """A job killed between the store's commit and the manifest's update: the rerun marks the
+    manifest complete and removes the scratch files instead of leaving them forever."""
+    f = tmp_path / "in.npy"
+    np.save(f, np.arange(10))
+    scratch = tmp_path / "scratch"
+    job = Job(tmp_path / "store", "t", [f], {"k": 1}, progress=False, scratch_dir=str(scratch))
+    job.run_step("nodes", lambda: (job.writer.add_node_type("n", 10), {"rows": 10})[-1])
+    os.makedirs(job.workdir, exist_ok=True)
+    (open(os.path.join(job.workdir, "left.bin"), "wb")).close()
+    job.writer.commit()  # ... and the process dies here, before the manifest is updated
+    job.close()
+    assert any(scratch.iterdir())
+    again = Job(tmp_path / "store", "t", [f], {"k": 1}, progress=False,
+                scratch_dir=str(scratch))
+    assert again.complete
+    manifest = json.loads((tmp_path / "store" / MANIFEST_KEY).read_text())
+    assert manifest["complete"] is True and not any(scratch.iterdir())
