@@ -91,16 +91,19 @@ class TestRangeRowsS3(RowReaderTests):
 
 
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory, http_dir, s3):
-    """The same 1.5 KiB-row array as a local store, behind HTTP and on S3."""
+def stores(tmp_path_factory, s3):
+    """The same 1.5 KiB-row array as a local store, behind HTTP and on S3. The HTTP server is
+    its own (not the conformance suite's, whose fork tests ran against that one)."""
     x = np.random.default_rng(1).standard_normal((N, DIM)).astype(np.float32)
     local = tmp_path_factory.mktemp("rows") / "s"
     write_array_store(x, local)
-    root, url = http_dir
+    root = tmp_path_factory.mktemp("served-wide")
     shutil.copytree(local, root / "wide")
+    url, stop = serve_http(root)
     s3url = f"s3://{BUCKET}/wide"
     fsspec.filesystem("s3", **s3).put(str(local), s3url, recursive=True)
-    return x, str(local), {"http": (f"{url}/wide", None), "s3": (s3url, s3)}
+    yield x, str(local), {"http": (f"{url}/wide", None), "s3": (s3url, s3)}
+    stop()
 
 
 @pytest.mark.parametrize("where", ["http", "s3"])
