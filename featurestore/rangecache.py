@@ -23,7 +23,6 @@ shard is the whole matrix (187 GB for MAG240M's papers): use ``featurestore repl
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -33,7 +32,7 @@ import uuid
 import numpy as np
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
-from .errors import DiskFullError
+from .fileio import pwrite_all
 
 __all__ = ["RangeCacheFileSystem", "CACHE_BLOCK_BYTES"]
 
@@ -208,32 +207,13 @@ class RangeCacheFileSystem(AbstractFileSystem):
                                               OSError(f"short read of {e.path} [{lo}, {hi}): "
                                                       f"{len(data)} bytes"))
                 continue
-            self._write_all(e, data, lo)  # the bytes first, then the mark: never a hole
+            # the bytes first, then the mark: never a hole (a full disk is no transport error)
+            pwrite_all(e.fd, data, lo, f"{e.path} in the cache directory {self.storage}",
+                       " Free space or choose another cache_dir.")
             e.state[a:b] = 1
             self.stats["bytes_fetched"] += hi - lo
         if first_error is not None:
             raise first_error
-
-    def _write_all(self, e, data: bytes, lo: int) -> None:
-        """Write all of ``data`` at ``lo`` (``pwrite`` may write less: a full disk, a file-size
-        limit); raise :class:`DiskFullError` when it cannot, so no block is marked present
-        over a hole."""
-        view, done = memoryview(data), 0
-        while done < len(view):
-            try:
-                n = os.pwrite(e.fd, view[done:], lo + done)
-            except OSError as err:
-                if err.errno in (errno.ENOSPC, errno.EFBIG):  # not a transport error: no retry
-                    raise DiskFullError(
-                        f"The cache directory {self.storage} is full: cannot write "
-                        f"{len(view) - done} bytes of {e.path}. Free space or choose another "
-                        "cache_dir.") from err
-                raise
-            if n <= 0:
-                raise DiskFullError(f"The cache directory {self.storage} took no more bytes "
-                                    f"of {e.path} ({done} of {len(view)} written). Free space "
-                                    "or choose another cache_dir.")
-            done += n
 
     def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None,
               **kwargs):

@@ -37,8 +37,9 @@ import numpy as np
 from . import format as fmt
 from ._integrity import CHECKSUM_ALGORITHM, CHECKSUM_ATTR, file_checksums
 from ._shard import ShardLayout
-from .errors import (CorruptStoreError, DiskFullError, IncompleteStoreError, NotAStoreError,
+from .errors import (CorruptStoreError, IncompleteStoreError, NotAStoreError,
                      StoreChangedError, StoreExistsError, StoreNotFoundError)
+from .fileio import pwrite_all
 from .location import Location
 from .lock import LOCK_NAME, WriteLock
 from .writer import _inspect, _remove_store_files
@@ -410,13 +411,7 @@ def copy_part(src: Location, c: _FileCopy, lo: int, hi: int) -> int:
     if len(data) != hi - lo:
         raise CorruptStoreError(f"Expected {hi - lo} bytes at offset {lo} of "
                                 f"{src.path(c.f.rel)}. Got {len(data)} (short read).")
-    view, done = memoryview(data), 0
-    while done < len(view):  # pwrite may write less (a full disk): the rest, or an error
-        n = os.pwrite(c.fd, view[done:], lo + done)
-        if n <= 0:
-            raise DiskFullError(f"Expected to write {len(view)} bytes at offset {lo} of the "
-                                f"replica of {c.f.rel}; the disk took {done}.")
-        done += n
+    pwrite_all(c.fd, data, lo, f"the replica of {c.f.rel}")
     c.wrote(lo)
     return len(data)
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from featurestore.fileio import pwrite_all
 from featurestore.rowfile import open_row_file
 
 from .errors import PreprocessError
@@ -102,9 +103,7 @@ def _fill(task: _RowsTask, fd: int, lo: int, hi: int, src, perm, state: dict,
     out = np.ascontiguousarray(_cast(rows, dtype.newbyteorder("="), task.name, state),
                                dtype=dtype)
     mv = memoryview(out).cast("B")
-    at, off = 0, lo * task.row_bytes
-    while at < len(mv):
-        at += os.pwrite(fd, mv[at:], off + at)
+    pwrite_all(fd, mv, lo * task.row_bytes, f"the rows of {task.name}")
     state["bytes_read"] = state.get("bytes_read", 0) + rows.nbytes
     return zlib.crc32(mv, crc)
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from featurestore.fileio import pwrite_all
+
 from .dask_features import MappedArray
 from .diskmap import open_npy
 from .edges import ArraySource, EdgeSource, as_int64_ids, from_npy
@@ -73,10 +75,7 @@ class _MapTask:
 
 
 def _put(fd: int, arr: np.ndarray, pos: int) -> None:
-    mv = memoryview(np.ascontiguousarray(arr, dtype="<i8")).cast("B")
-    at = 0
-    while at < len(mv):
-        at += os.pwrite(fd, mv[at:], pos + at)
+    pwrite_all(fd, np.ascontiguousarray(arr, dtype="<i8"), pos, "the renumbered edges")
 
 
 def _map_task(t: _MapTask) -> int:
