@@ -5,7 +5,6 @@ rewritten store is never served from the old cache."""
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import pickle
@@ -16,22 +15,11 @@ import pytest
 import zarr
 
 import featurestore as fs
-from featurestore.loopback import serve_http
 from featurestore.location import Location
 from featurestore.rangecache import RangeCacheFileSystem
 from graph_helpers import random_csc
 
 N, DIM = 5000, 32
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """(served directory, base URL, GETs per file) of a threaded HTTP server on loopback."""
-    root = tmp_path_factory.mktemp("served")
-    counts = collections.Counter()
-    url, stop = serve_http(root, paths=counts)
-    yield root, url, counts
-    stop()
 
 
 def build(path, seed=5):

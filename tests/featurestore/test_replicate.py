@@ -5,7 +5,6 @@ missing files, refuses what it must not touch, and a damaged replica is caught."
 from __future__ import annotations
 
 import argparse
-import collections
 import os
 import shutil
 from pathlib import Path
@@ -15,7 +14,6 @@ import pytest
 import zarr
 
 import featurestore as fs
-from featurestore.loopback import serve_http
 import featurestore.replicate as rp
 from featurestore.commands import register
 from featurestore.lock import LOCK_NAME
@@ -23,16 +21,6 @@ from featurestore.verify import verify_report
 from graph_helpers import random_csc
 
 N, DIM = 3000, 24
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """(served directory, base URL, request counter) of a threaded HTTP server on loopback."""
-    root = tmp_path_factory.mktemp("served")
-    counts = collections.Counter()
-    url, stop = serve_http(root, paths=counts)
-    yield root, url, counts
-    stop()
 
 
 def build(path, seed=3, commit=True):
