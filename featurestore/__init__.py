@@ -6,6 +6,10 @@ from . import threading_layer as _threading_layer
 
 _threading_layer.choose()  # before any parallel kernel runs (featurestore.threading_layer)
 
+from . import forksafe as _forksafe  # noqa: E402
+
+_forksafe.install()  # a forked child leaves its parent's remote connections alone
+
 from .errors import *  # noqa: F401,F403,E402
 from .errors import __all__ as _errors_all  # noqa: E402
 from .format import EdgeType  # noqa: E402

@@ -69,13 +69,6 @@ class TestRangeRowsHTTP(RowReaderTests):
     def _served(self, http_dir):
         self.served = http_dir
 
-    @pytest.mark.skip(reason="the loopback HTTP server runs in this test process: under "
-                      "pytest-xdist load, the parent's reads after a forked child sometimes "
-                      "timed out (2 of ~10 runs; 0 of 12 serial tries). Fork is covered by "
-                      "the S3 variant, whose server is the same kind of thread")
-    def test_gathers_after_fork(self, case):
-        """Skipped here; see the reason."""
-
     def make_reader(self, array):
         root, url = self.served
         name = _written(array, str(root / "conformance"))[len(str(root)) + 1:]

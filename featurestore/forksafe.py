@@ -1,0 +1,70 @@
+"""Keep a forked child from breaking its parent's remote reads.
+
+fsspec and zarr each run one asyncio loop in a thread; every HTTP or S3 connection of the
+process is registered in that loop's epoll instance. ``fork`` shares the epoll instance (and
+the sockets) with the child, but not the thread. When the child then drops an inherited
+filesystem or connector (fsspec's ``close_session`` finalizer, aiohttp's ``__del__``, a
+``gc`` pass over the parent's garbage), closing its transports unregisters the *parent's*
+sockets from the shared epoll: the parent's next read on a pooled connection gets its answer
+but is never woken, and fails after the read timeout (measured: 60 s of silence, then
+``FSTimeoutError``, in a DataLoader-style parent after one forked worker exited).
+
+:func:`install` (run on import of :mod:`featurestore`) registers an ``os.register_at_fork``
+hook that, in the child only, gives each inherited loop a selector of its own and marks it
+not running: closing an inherited transport then touches nothing the parent uses, and
+``close_session`` does not wait a second for a loop thread that does not exist. The child's
+own reads use fresh loops (fsspec and zarr reset theirs after fork).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import sys
+
+__all__ = ["install", "inherited_loops"]
+
+_LOOP_MODULES = ("fsspec.asyn", "zarr.core.sync")  # each keeps its loop in ``loop[0]``
+_pending: list = []
+_installed = False
+
+
+def inherited_loops() -> list:
+    """The IO loops of fsspec and zarr in this process (modules not imported are skipped)."""
+    loops = []
+    for name in _LOOP_MODULES:
+        mod = sys.modules.get(name)
+        holder = getattr(mod, "loop", None) if mod is not None else None
+        loop = holder[0] if holder else None
+        if loop is not None and loop not in loops:
+            loops.append(loop)
+    return loops
+
+
+def _before_fork() -> None:
+    _pending[:] = inherited_loops()
+
+
+def _after_fork_in_parent() -> None:
+    _pending.clear()
+
+
+def _after_fork_in_child() -> None:
+    for loop in _pending:
+        # asyncio has no public way to detach a loop from its selector; these two attributes
+        # of BaseSelectorEventLoop have been stable since Python 3.4.
+        if hasattr(loop, "_selector"):
+            loop._selector = selectors.SelectSelector()  # unknown fds: removing one is a no-op
+        if hasattr(loop, "_thread_id"):
+            loop._thread_id = None  # is_running() is False: no cross-thread call to it
+    _pending.clear()
+
+
+def install() -> None:
+    """Register the fork hooks once per process (idempotent)."""
+    global _installed
+    if _installed or not hasattr(os, "register_at_fork"):
+        return
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+    _installed = True

@@ -1,0 +1,107 @@
+"""A forked child that drops inherited remote filesystems leaves the parent's reads working.
+
+Without featurestore.forksafe the child's finalizers unregister the parent's pooled sockets
+from the epoll instance they share, and the parent's next read times out.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import time
+
+import numpy as np
+import pytest
+
+import featurestore as fs
+from featurestore import forksafe
+from featurestore.testing import write_array_store
+
+aiohttp = pytest.importorskip("aiohttp")
+fsspec = pytest.importorskip("fsspec")
+
+SOCK_READ_S = 5  # a lost wake-up shows as this timeout instead of the 60 s default
+
+
+def _http(**kw):
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=SOCK_READ_S)
+    return fsspec.filesystem("http", skip_instance_cache=True,
+                             client_kwargs={"timeout": timeout}, **kw)
+
+
+def _in_child(target, *args):
+    """Run ``target(*args)`` in a forked child; return what it put on the queue."""
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=target, args=(q, *args))
+    p.start()
+    try:
+        return q.get(timeout=60)
+    finally:
+        p.join(timeout=30)
+
+
+_HELD: list = []  # what the parent reads through, named nowhere else
+
+
+@pytest.fixture(autouse=True)
+def _held():
+    _HELD.clear()
+    yield
+    _HELD.clear()
+
+
+def _drop_and_read(q, url):
+    _HELD.clear()  # the parent's filesystem (and its pooled connections) finalized here
+    gc.collect()
+    q.put(len(_http().cat_file(url, start=0, end=10)))
+
+
+def test_parent_reads_after_a_child_finalized_an_inherited_filesystem(server):
+    root, base, _ = server
+    blob = np.random.default_rng(0).bytes(50_000)
+    (root / "blob").write_bytes(blob)
+    url = f"{base}/blob"
+    _HELD.append(_http())  # no local name: the child's copy of this frame would keep it alive
+    assert _HELD[0].cat_file(url, start=0, end=100) == blob[:100]  # a pooled connection
+    assert _in_child(_drop_and_read, url) == 10
+    t = time.perf_counter()
+    assert _HELD[0].cat_file(url, start=100, end=300) == blob[100:300]
+    assert time.perf_counter() - t < SOCK_READ_S  # woken by its own answer, not a timeout
+
+
+def _opts():
+    return {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=None,
+                                                               sock_read=SOCK_READ_S)}}
+
+
+def _drop_store_and_read(q, url):
+    _HELD.clear()
+    gc.collect()
+    with fs.open_store(url, storage_options=_opts()) as s:
+        q.put(s.features("v").gather([0, 1]).shape)
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["ranges", "zarr"])
+def test_parent_store_reads_after_a_child_dropped_it(server, compressed):
+    """Both remote read paths: RangeRows on fsspec's loop, ZarrRows on zarr's."""
+    zarr = pytest.importorskip("zarr")
+    root, base, _ = server
+    x = np.random.default_rng(1).standard_normal((300, 16)).astype(np.float32)
+    extra = {"compressors": zarr.codecs.ZstdCodec()} if compressed else {}
+    name = f"fork-{compressed}"
+    write_array_store(x, root / name, **extra)
+    _HELD.append(fs.open_store(f"{base}/{name}", storage_options=_opts()))
+    np.testing.assert_array_equal(_HELD[0].features("v").gather([5, 2]), x[[5, 2]])
+    assert _in_child(_drop_store_and_read, f"{base}/{name}") == (2, 16)
+    t = time.perf_counter()
+    np.testing.assert_array_equal(_HELD[0].features("v").gather([7, 299, 0]), x[[7, 299, 0]])
+    assert time.perf_counter() - t < SOCK_READ_S
+    _HELD.pop().close()
+
+
+def test_inherited_loops_are_the_running_io_loops():
+    fsspec.asyn.get_loop()
+    loops = forksafe.inherited_loops()
+    assert fsspec.asyn.loop[0] in loops
+    assert all(lp.is_running() for lp in loops)
