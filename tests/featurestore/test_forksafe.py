@@ -20,7 +20,7 @@ from featurestore.testing import write_array_store
 aiohttp = pytest.importorskip("aiohttp")
 fsspec = pytest.importorskip("fsspec")
 
-SOCK_READ_S = 5  # a lost wake-up shows as this timeout instead of the 60 s default
+SOCK_READ_S = 10  # a lost wake-up shows as this timeout instead of the 60 s default
 
 
 def _http(**kw):
