@@ -11,7 +11,8 @@ disk afterwards, in this process and in any other that opens the store with the 
 Layout: ``cache_dir/<sha256(url)[:16]>-<generation>/<sha256(path)[:24]>.{data,state,json}``.
 ``.data`` is a sparse file of the remote file's size, ``.state`` one byte per block (1 when the
 block's bytes are in ``.data``), ``.json`` the remote path, size and block size. Keying by the
-store's generation means a rewritten store never serves the old bytes.
+store's generation means a rewritten store never serves the old bytes; a ``.data`` deleted or
+cut under its ``.state`` is noticed at open, and its blocks are fetched again.
 
 Why not fsspec's ``blockcache``: it marks blocks present *before* fetching them, so a fetch
 that fails (a reset connection, which the reader retries) leaves holes that later reads return
@@ -52,9 +53,10 @@ class _Entry:
     def __init__(self, base: str, path: str, size: int, block_bytes: int):
         self.path, self.size, self.block_bytes = path, int(size), int(block_bytes)
         self.nblocks = -(-self.size // self.block_bytes)
-        self.fd = os.open(base + ".data", os.O_RDWR | os.O_CREAT, 0o644)
+        self.fd, fresh = _open_data(base + ".data")
         if os.fstat(self.fd).st_size != self.size:
-            os.ftruncate(self.fd, self.size)  # sparse; same size again is harmless
+            os.ftruncate(self.fd, self.size)  # sparse
+            fresh = True
         sfd = os.open(base + ".state", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if os.fstat(sfd).st_size != self.nblocks:
@@ -64,6 +66,8 @@ class _Entry:
         self.state = (np.memmap(base + ".state", dtype=np.uint8, mode="r+",
                                 shape=(self.nblocks,)) if self.nblocks else
                       np.zeros(0, np.uint8))
+        if fresh:  # a .data made (or resized) here holds none of the blocks .state may list:
+            self.state[:] = 0  # forgetting them costs refetches; keeping them serves zeros
 
     def close(self) -> None:
         """Close the data descriptor and unmap the states (idempotent)."""
@@ -77,6 +81,20 @@ class _Entry:
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+def _open_data(path: str) -> tuple[int, bool]:
+    """Open (or create) a cache's ``.data`` file: its descriptor, and whether it was created
+    by this call (a deleted ``.data`` beside a surviving ``.state``)."""
+    while True:
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            pass
+        try:
+            return os.open(path, os.O_RDWR), False
+        except FileNotFoundError:  # deleted between the two calls: create it
+            continue
 
 
 class RangeCacheFileSystem(AbstractFileSystem):

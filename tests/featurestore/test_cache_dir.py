@@ -269,3 +269,27 @@ def test_two_processes_share_a_cache(store, tmp_path):
         np.testing.assert_array_equal(s.features("paper").gather(both), x[both])
         assert s.loc.fs.stats["requests"] == 0
     assert data_gets(counts) == 0
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated"])
+def test_lost_data_file_is_fetched_again_not_served_as_zeros(store, tmp_path, damage):
+    """A cache whose ``.data`` was deleted (or cut) beside a surviving ``.state`` refetches
+    the blocks the state still lists instead of reading the new file's zeros."""
+    _, url, counts, x = store
+    ids = np.arange(3, N, 13)
+    opts = {"cache_dir": str(tmp_path / "cache")}
+    with fs.open_store(url, storage_options=opts, cache_bytes=0) as s:
+        np.testing.assert_array_equal(s.features("paper").gather(ids), x[ids])
+    data = [os.path.join(d, f) for d, _, fs_ in os.walk(tmp_path / "cache") for f in fs_
+            if f.endswith(".data")]
+    assert data
+    for f in data:
+        if damage == "deleted":
+            os.remove(f)
+        else:
+            os.truncate(f, os.path.getsize(f) // 2)
+    counts.clear()
+    with fs.open_store(url, storage_options=opts, cache_bytes=0) as s:
+        np.testing.assert_array_equal(s.features("paper").gather(ids), x[ids])
+        assert s.loc.fs.stats["requests"] > 0
+    assert data_gets(counts) > 0
