@@ -14,6 +14,11 @@ hook that, in the child only, gives each inherited loop a selector of its own an
 not running: closing an inherited transport then touches nothing the parent uses, and
 ``close_session`` does not wait a second for a loop thread that does not exist. The child's
 own reads use fresh loops (fsspec and zarr reset theirs after fork).
+
+:class:`Lock` and :class:`RLock` are ``threading`` locks made again in a forked child: a
+lock that another thread of the parent held at the moment of ``fork`` is never released in
+the child (that thread does not exist there), and the child's first ``with lock:`` would hang
+forever. The readers' and samplers' locks are these.
 """
 
 from __future__ import annotations
@@ -21,12 +26,56 @@ from __future__ import annotations
 import os
 import selectors
 import sys
+import threading
+import weakref
 
-__all__ = ["install", "inherited_loops"]
+__all__ = ["install", "inherited_loops", "Lock", "RLock"]
 
 _LOOP_MODULES = ("fsspec.asyn", "zarr.core.sync")  # each keeps its loop in ``loop[0]``
 _pending: list = []
 _installed = False
+_locks: weakref.WeakSet = weakref.WeakSet()
+
+
+class Lock:
+    """A ``threading.Lock`` that a forked child gets unlocked (see the module docstring).
+
+    Pickles as a new, unlocked lock, so objects holding one pickle for spawned workers.
+    """
+
+    __slots__ = ("_lock", "__weakref__")
+    _factory = staticmethod(threading.Lock)
+
+    def __init__(self):
+        self._lock = self._factory()
+        _locks.add(self)
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """As ``threading.Lock.acquire``."""
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        """As ``threading.Lock.release``."""
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self._lock.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self._lock.release()
+
+    def __reduce__(self):
+        return (type(self), ())
+
+    def _renew(self) -> None:
+        self._lock = self._factory()
+
+
+class RLock(Lock):
+    """A ``threading.RLock`` that a forked child gets unlocked."""
+
+    __slots__ = ()
+    _factory = staticmethod(threading.RLock)
 
 
 def inherited_loops() -> list:
@@ -50,6 +99,8 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
+    for lock in list(_locks):  # the child has one thread: nobody holds them here
+        lock._renew()
     for loop in _pending:
         # asyncio has no public way to detach a loop from its selector; these two attributes
         # of BaseSelectorEventLoop have been stable since Python 3.4.

@@ -27,13 +27,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 import uuid
 
 import numpy as np
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from .fileio import pwrite_all
+from . import forksafe
 
 __all__ = ["RangeCacheFileSystem", "CACHE_BLOCK_BYTES"]
 
@@ -121,7 +121,7 @@ class RangeCacheFileSystem(AbstractFileSystem):
         self.block_bytes = int(block_bytes)
         os.makedirs(self.storage, exist_ok=True)
         self._entries: dict[str, _Entry] = {}
-        self._lock = threading.Lock()
+        self._lock = forksafe.Lock()
         #: requests sent to the remote, bytes fetched, bytes served, reads served locally only.
         self.stats = {"requests": 0, "bytes_fetched": 0, "bytes_served": 0, "local_reads": 0}
 

@@ -16,7 +16,6 @@ Only this module imports torch_geometric (docs/design.md, "Layers").
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,8 @@ import torch
 from torch_geometric.data import Data, EdgeAttr, FeatureStore, GraphStore, HeteroData, TensorAttr
 from torch_geometric.sampler import (BaseSampler, HeteroSamplerOutput, NodeSamplerInput,
                                      SamplerOutput)
+
+from featurestore import forksafe
 
 from .relational import HomogeneousBatch
 from .sampler import MiniBatch, NeighborSampler as _CoreSampler, SampledSubgraph
@@ -259,18 +260,9 @@ class NeighborSampler(BaseSampler):
         self.core = _CoreSampler(store, num_neighbors, replace=replace, num_threads=num_threads)
         self.seed, self.epoch = seed, 0
         self._calls = 0
-        self._lock = threading.Lock()
+        self._lock = forksafe.Lock()  # pickles as a new lock; a forked worker's is unlocked
         g = self.core.graph
         self.homogeneous = len(g.node_types) == 1 and len(g.edge_types) == 1
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next batches those of ``epoch`` (call before each epoch)."""

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import abc
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import ClosedStoreError
+from .. import forksafe
 
 __all__ = ["RowReader", "ForkSafePool"]
 
@@ -53,7 +53,7 @@ class ForkSafePool:
         self.prefix = prefix
         self._pool: ThreadPoolExecutor | None = None
         self._pid = -1
-        self._lock = threading.Lock()
+        self._lock = forksafe.Lock()
 
     def get(self) -> ThreadPoolExecutor:
         """Return this process's executor, making it on first use (or first use after fork)."""

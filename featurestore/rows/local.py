@@ -27,6 +27,7 @@ from .. import _kernels as K
 from .._shard import ShardLayout
 from ..errors import CorruptStoreError
 from .base import ForkSafePool, RowReader
+from .. import forksafe
 
 __all__ = ["LocalRows", "READ_PATHS", "UNCACHED_PATHS", "plan_spans", "read_spans",
            "copy_within", "sort_unique"]
@@ -170,7 +171,7 @@ class LocalRows(RowReader):
         self.layout = layout
         self.io_threads = io_threads
         self._pool = ForkSafePool(io_threads, "fs-pread")
-        self._lock = threading.Lock()
+        self._lock = forksafe.Lock()
         self._fd = -1
         self._dfd = -2  # O_DIRECT handle: -2 not opened yet, -1 unsupported here
         self._align = ALIGN  # O_DIRECT offset alignment: the device's logical block size

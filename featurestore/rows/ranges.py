@@ -15,7 +15,6 @@ gives the reader a client with ``max_pool_connections`` = ``concurrency``.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 
 import numba
@@ -27,6 +26,7 @@ from .._shard import ShardLayout
 from ..errors import CorruptStoreError
 from .base import RowReader
 from .local import copy_within, sort_unique
+from .. import forksafe
 
 __all__ = ["RangeRows", "pooled_filesystem", "REMOTE_CONCURRENCY", "MAX_BLOCK_BYTES"]
 
@@ -102,7 +102,7 @@ class RangeRows(RowReader):
         self.max_block_bytes = max(int(max_block_bytes), self.row_bytes)
         self._reopen = reopen or (lambda: type(fs)(*fs.storage_args, **fs.storage_options))
         self._fs, self._pid = fs, os.getpid()
-        self._lock = threading.Lock()
+        self._lock = forksafe.Lock()
         self._counts = dict(gathers=0, requests=0, bytes_fetched=0, bytes_needed=0, rows=0)
         if check_size and layout.shape[0]:
             self._check_size()

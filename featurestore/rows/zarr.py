@@ -6,12 +6,12 @@ and keeps the decoded ones in a bounded LRU cache (``cache_bytes``).
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 
 import numpy as np
 
 from .base import ForkSafePool, RowReader
+from .. import forksafe
 
 __all__ = ["ZarrRows"]
 
@@ -40,7 +40,7 @@ class ZarrRows(RowReader):
         self.io_threads = io_threads
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cached = 0
-        self._lock = threading.Lock()
+        self._lock = forksafe.Lock()
         self._pool = ForkSafePool(io_threads, "fs-zarr")
         self.hits = self.misses = 0
 

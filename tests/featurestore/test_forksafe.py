@@ -105,3 +105,63 @@ def test_inherited_loops_are_the_running_io_loops():
     loops = forksafe.inherited_loops()
     assert fsspec.asyn.loop[0] in loops
     assert all(lp.is_running() for lp in loops)
+
+
+def _acquire_in_child(q, locks):
+    q.put([lk.acquire(timeout=5) for lk in locks])
+
+
+def _held_during_fork(locks, child, *args):
+    """Run ``child`` in a process forked while another thread holds every lock of ``locks``."""
+    import threading
+
+    taken, done = threading.Event(), threading.Event()
+
+    def hold():
+        for lk in locks:
+            lk.acquire()
+        taken.set()
+        done.wait(60)
+        for lk in reversed(locks):
+            lk.release()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    taken.wait(10)
+    try:
+        return _in_child(child, *args)
+    finally:
+        done.set()
+        t.join()
+
+
+def test_locks_held_by_a_parent_thread_are_free_in_the_child():
+    locks = [forksafe.Lock(), forksafe.RLock()]
+    assert _held_during_fork(locks, _acquire_in_child, locks) == [True, True]
+    assert all(lk.acquire(timeout=5) for lk in locks)  # released in the parent as usual
+
+
+def test_a_pickled_lock_is_a_new_unlocked_lock():
+    import pickle
+
+    for cls in (forksafe.Lock, forksafe.RLock):
+        lk = cls()
+        lk.acquire()
+        twin = pickle.loads(pickle.dumps(lk))
+        assert type(twin) is cls and twin.acquire(timeout=1)
+
+
+def _gather_in_child(q, s, ids):
+    q.put(s.features("v").gather(ids).tolist())
+
+
+def test_store_gathers_in_a_child_forked_while_its_locks_were_held(tmp_path):
+    """A DataLoader worker forked while a loader thread of the parent was inside the store's
+    locks (opening an array, counting a gather) gathers instead of hanging."""
+    x = np.random.default_rng(2).standard_normal((100, 4)).astype(np.float32)
+    s = fs.open_store(write_array_store(x, tmp_path / "s"))
+    ids = np.array([9, 0, 99])
+    locks = [s._lock, s._gate]  # the store's own locks, held as its threads hold them
+    got = _held_during_fork(locks, _gather_in_child, s, ids)
+    np.testing.assert_array_equal(np.asarray(got, np.float32), x[ids])
+    s.close()
