@@ -18,6 +18,7 @@ the driver as without Dask.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -154,8 +155,9 @@ def _target(writer, ntype, name, out_dtype, row_shape, n, row_bytes, scratch):
             f"Expected a shared scratch directory for the Dask feature tasks of {writer.url} "
             "(a remote store). Pass --scratch DIR (scratch_dir=) on storage every worker sees.")
     os.makedirs(scratch, exist_ok=True)
-    path = os.path.join(scratch, f"features-{ntype}-{name}.bin")
-    with open(path, "wb") as f:
+    # a name of its own: ``scratch`` may be a caller's directory, whose files are not ours
+    path = os.path.join(scratch, f"features-{ntype}-{name}-{os.urandom(6).hex()}.bin")
+    with open(path, "xb") as f:
         f.truncate(max(1, n * row_bytes))
     return None, path, max(1, REMOTE_TASK_BYTES // max(row_bytes, 1))
 
@@ -196,6 +198,9 @@ def write_features_dask(client, writer, ntype: str, name: str, source, *, src: M
             client.cancel(futures)
             if rf is not None:
                 rf.abort()
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
             raise
         if rf is not None:
             rf.commit(crcs)
