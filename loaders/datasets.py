@@ -263,14 +263,17 @@ class NodeView:
         return f"NodeView({self._node_type!r}, num_nodes={self.num_nodes}, keys={self.keys()})"
 
 
-def split_ids(store: Store, split: str, ntype: str | None = None) -> np.ndarray:
-    """Store ids of ``split`` (``train``/``valid``/``test``, or any store split name)."""
+def split_name(store: Store, split: str) -> str:
+    """The store's name of ``split`` (``valid`` may be stored as ``val``, ``test`` as
+    ``test-dev``); ``split`` itself when the store has none of them."""
     names = SPLITS[split][2] if split in SPLITS else (split,)
     have = store.split_names
-    for name in names:
-        if name in have:
-            return store.split(name, ntype)
-    return store.split(names[0], ntype)  # raises UnknownSplitError naming the store's splits
+    return next((name for name in names if name in have), names[0])
+
+
+def split_ids(store: Store, split: str, ntype: str | None = None) -> np.ndarray:
+    """Store ids of ``split`` (``train``/``valid``/``test``, or any store split name)."""
+    return store.split(split_name(store, split), ntype)  # UnknownSplitError names the splits
 
 
 class _Typed:
@@ -498,9 +501,23 @@ class _Dataset:
         """The width of the labelled node type's ``feat``."""
         return StoreData(self.store).num_features
 
-    def get_idx_split(self) -> dict[str, torch.Tensor]:
-        """``{'train', 'valid', 'test'}`` -> store ids (int64 tensors), as OGB's datasets."""
-        return {k: _torch_ids(split_ids(self.store, k)) for k in SPLITS}
+    def get_idx_split(self) -> dict:
+        """``{'train', 'valid', 'test'}`` -> store ids (int64 tensors), as OGB's datasets.
+
+        On a store of several node types each split is, as OGB gives it for ``ogbn-mag``, a
+        dictionary of the node types it has: ``get_idx_split()['train']['paper']``.
+        """
+        store = self.store
+        if len(store.node_types) == 1:
+            return {k: _torch_ids(split_ids(store, k)) for k in SPLITS}
+        out = {}
+        for k in SPLITS:
+            name = split_name(store, k)
+            types = store.meta.splits.get(name)
+            if types is None:
+                store.split(name)  # raises UnknownSplitError naming the store's splits
+            out[k] = {nt: _torch_ids(store.split(name, nt)) for nt in types}
+        return out
 
 
 class PygNodePropPredDataset(_Dataset):

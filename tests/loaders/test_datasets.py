@@ -147,3 +147,17 @@ def test_dgl_labels_are_a_column_as_ogb(homo_store_path):
     np.testing.assert_array_equal(labels[np.array([3, 1])].numpy(), want[[3, 1], None])
     np.testing.assert_array_equal(labels[:, 0].numpy(), want)
     assert int(labels[5, 0]) == want[5]
+
+
+def test_typed_store_splits_nest_by_node_type_as_ogb(hetero_store_path):
+    """OGB's ogbn-mag gives get_idx_split()['train']['paper']; a typed store does too."""
+    ds = PygNodePropPredDataset(root=hetero_store_path)
+    store = ds.store
+    split = ds.get_idx_split()
+    assert set(split) == {"train", "valid", "test"}
+    for key, per_type in split.items():
+        stored = next(n for n in (key, "val", "test-dev") if n in store.split_names)
+        assert set(per_type) == set(store.meta.splits[stored])
+        for nt, ids in per_type.items():
+            assert ids.dtype == torch.int64
+            np.testing.assert_array_equal(ids.numpy(), store.split(stored, nt))
