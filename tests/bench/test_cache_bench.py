@@ -238,20 +238,17 @@ def test_replay_rejects_bad_arguments():
         cp.replay(t, [4], policies=("fifo",))
 
 
-def test_kernels_scale():
-    # a trace the size of a small epoch replays fast (no per-read Python)
-    import time
+def test_replay_kernels_are_compiled():
+    # an epoch-sized trace replays with no per-read Python: each policy is a numba kernel
+    # compiled in nopython mode (its speed is the cache benchmark's, not a unit test's)
+    from numba.core.registry import CPUDispatcher
 
     rng = np.random.default_rng(0)
-    n = 200_000
-    chunks = [np.unique(rng.zipf(1.3, 20_000) % n) for _ in range(100)]
-    ids = np.concatenate(chunks).astype(np.int32)
-    bp = np.concatenate([[0], np.cumsum([c.size for c in chunks])]).astype(np.int64)
+    ids = rng.integers(0, 100, 50).astype(np.int32)
     for fn in (cp.lru_hits, cp.sieve_hits, cp.clock_hits):
-        fn(ids[:10], np.array([0, 10]), n, 5)  # compile
-        t = time.perf_counter()
-        fn(ids, bp, n, n // 10)
-        assert time.perf_counter() - t < 2.0, fn
+        assert isinstance(fn, CPUDispatcher), fn
+        fn(ids, np.array([0, 25, 50]), 100, 10)
+        assert fn.nopython_signatures, fn
 
 
 def test_bench_cache_cli_end_to_end(tmp_path, capsys):
