@@ -91,33 +91,27 @@ def sample_counts(indptr, frontier, fanout, replace, start, deg):
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
-def _fill_one(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst, i):
-    o = offsets[i]
-    c = offsets[i + 1] - o
-    if c == 0:
-        return
-    start = starts[i]
-    d = degs[i]
-    for j in range(c):
-        dst[o + j] = i
+def _draw_one(d, c, fanout, replace, key, i, out, o, base):
+    """Write ``c`` draws of ``0..d-1`` (plus ``base``) for frontier node ``i`` to
+    ``out[o:o + c]``: all in order, with replacement, or Floyd's ``c`` distinct ones."""
     if fanout < 0 or (not replace and c >= d):
         for j in range(c):
-            eid[o + j] = start + j
+            out[o + j] = base + j
     elif replace:
         state = node_state(key, i)
         for j in range(c):
             state, t = next_below(state, d)
-            eid[o + j] = start + t
+            out[o + j] = base + t
     elif c <= SCAN_LIMIT:  # Floyd, linear membership scan over the draws so far
         state = node_state(key, i)
         m = 0
         for jj in range(d - c, d):
             state, t = next_below(state, jj + 1)
             for q in range(m):
-                if eid[o + q] == start + t:
+                if out[o + q] == base + t:
                     t = jj
                     break
-            eid[o + m] = start + t
+            out[o + m] = base + t
             m += 1
     else:  # Floyd with a bitmap
         state = node_state(key, i)
@@ -128,8 +122,19 @@ def _fill_one(starts, degs, indices, fanout, replace, key, offsets, src, eid, ds
             if seen[t]:
                 t = jj
             seen[t] = True
-            eid[o + m] = start + t
+            out[o + m] = base + t
             m += 1
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _fill_one(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst, i):
+    o = offsets[i]
+    c = offsets[i + 1] - o
+    if c == 0:
+        return
+    for j in range(c):
+        dst[o + j] = i
+    _draw_one(degs[i], c, fanout, replace, key, i, eid, o, starts[i])
     for j in range(c):
         src[o + j] = indices[eid[o + j]]
 
@@ -151,6 +156,82 @@ def sample_fill(starts, degs, indices, fanout, replace, key, offsets, src, eid, 
     index) for every destination whose CSC range is ``starts``/``degs``."""
     fn = _fill_par if src.shape[0] >= PARALLEL_MIN and _parallel_ok() else _fill_ser
     fn(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst)
+
+
+# -- one fanout per node over several relations (the relational view) ------------------------
+@numba.njit(nogil=True, cache=True, inline="always")
+def _union_one(degs, fanout, replace, key, offsets, pos, rel, i):
+    """Draw node ``i``'s picks over the concatenated in-edges of every relation (``degs[r, i]``
+    each), then split each pick into its relation and its position in that relation."""
+    o = offsets[i]
+    c = offsets[i + 1] - o
+    if c == 0:
+        return
+    total = np.int64(0)
+    for r in range(degs.shape[0]):
+        total += degs[r, i]
+    _draw_one(total, c, fanout, replace, key, i, pos, o, np.int64(0))
+    for j in range(c):
+        p = pos[o + j]
+        r = 0
+        while p >= degs[r, i]:
+            p -= degs[r, i]
+            r += 1
+        pos[o + j] = p
+        rel[o + j] = r
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _union_par(degs, fanout, replace, key, offsets, pos, rel):
+    for i in numba.prange(offsets.shape[0] - 1):
+        _union_one(degs, fanout, replace, key, offsets, pos, rel, i)
+
+
+@numba.njit(nogil=True, cache=True)
+def _union_ser(degs, fanout, replace, key, offsets, pos, rel):
+    for i in range(offsets.shape[0] - 1):
+        _union_one(degs, fanout, replace, key, offsets, pos, rel, i)
+
+
+def union_draw(degs, fanout, replace, key):
+    """Picks of every frontier node over all its relations together (``degs``: ``(R, n)``
+    in-degrees per relation): ``(offsets, rel, pos)``, each node's picks in draw order, with
+    the relation of each and its position among that relation's in-edges of the node.
+
+    A node of total in-degree ``D`` gets ``min(fanout, D)`` distinct picks (``fanout`` with
+    ``replace`` when ``D > 0``, all ``D`` for ``-1``): uniform over the union, as a sampler on
+    the homogenised graph draws them.
+    """
+    total = degs.sum(axis=0) if degs.shape[0] else np.zeros(degs.shape[1], np.int64)
+    if fanout < 0:
+        counts = total
+    elif replace:
+        counts = np.where(total > 0, np.int64(fanout), np.int64(0))
+    else:
+        counts = np.minimum(total, np.int64(fanout))
+    offsets = np.zeros(degs.shape[1] + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    m = int(offsets[-1])
+    pos, rel = np.empty(m, np.int64), np.empty(m, np.int64)
+    fn = _union_par if m >= PARALLEL_MIN and _parallel_ok() else _union_ser
+    fn(np.ascontiguousarray(degs, dtype=np.int64), fanout, replace, key, offsets, pos, rel)
+    return offsets, rel, pos
+
+
+@numba.njit(nogil=True, cache=True)
+def union_pick(offsets, rel, pos, r, starts, indices, src, eid, dst):
+    """The picks of relation ``r``, in node then draw order: source ids, CSC positions
+    (``starts`` of each node plus the pick's position) and frontier indices. Returns the count."""
+    m = 0
+    for i in range(offsets.shape[0] - 1):
+        for j in range(offsets[i], offsets[i + 1]):
+            if rel[j] == r:
+                e = starts[i] + pos[j]
+                eid[m] = e
+                src[m] = indices[e]
+                dst[m] = i
+                m += 1
+    return m
 
 
 @numba.njit(nogil=True, cache=True)

@@ -263,9 +263,9 @@ class NodeCollator:
     returns ``(input_nodes, output_nodes, blocks)`` in homogeneous ids, the blocks carrying
     ``dgl.NTYPE``, ``dgl.ETYPE`` and ``edata["etype"]`` (no features: the script adds them).
     Picklable, for ``DataLoader`` worker processes; each batch's draws come from torch's
-    generator (seeded per worker by PyTorch). The fanouts cap the neighbours drawn per node
-    per relation (the store is sampled by edge type), where DGL's sampler on ``graph.dgl``
-    draws ``k`` in-edges of any type.
+    generator (seeded per worker by PyTorch). Each fanout caps the in-edges drawn per node
+    over all its relations together, as DGL's sampler on ``graph.dgl`` draws them
+    (``fanout_per="node"``).
     """
 
     def __init__(self, g, idx, graph_sampler, **kwargs):
@@ -283,7 +283,7 @@ class NodeCollator:
         self.seed_type, _ = g.seeds(idx)
         self.dataset = torch.as_tensor(np.asarray(idx), dtype=torch.int64)
         nn, replace = fanouts(graph_sampler, output="dgl")
-        self.sampler = NeighborSampler(g.store, nn, replace=replace)
+        self.sampler = NeighborSampler(g.store, nn, replace=replace, fanout_per="node")
 
     def collate(self, items):
         """``(input_nodes, output_nodes, blocks)`` of the seeds ``items`` (homogeneous ids)."""

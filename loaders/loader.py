@@ -293,7 +293,13 @@ class NeighborLoader:
         ``store.node_types``/``store.edge_types``), ``n_id``/``e_id`` in the homogeneous
         numbering (offsets by type), ``y`` (``-1`` for unlabelled types); seeds first.
         ``output="dgl"`` yields blocks with ``srcdata``/``dstdata[dgl.NTYPE]`` and
-        ``edata[dgl.ETYPE]`` (also ``edata["etype"]``).
+        ``edata[dgl.ETYPE]`` (also ``edata["etype"]``). Fanouts then count per node over
+        all its edge types, as on the homogenised graph (``fanout_per="node"``).
+    fanout_per
+        ``"edge_type"`` (PyG's and DGL's typed sampling: each fanout per node and edge type)
+        or ``"node"`` (per node over all its edge types together, uniformly: what a sampler
+        on the homogenised graph draws). Default: ``"node"`` with ``homogeneous``, else
+        ``"edge_type"``. See :class:`loaders.sampler.NeighborSampler`.
     dtype
         Cast features to this floating dtype on their way into the batch (``torch.float32``,
         ``np.float32`` or ``"float32"``): an fp16 store reaches an fp32 model without a pass
@@ -383,7 +389,8 @@ class NeighborLoader:
                  cache: str | None = "auto", batches_in_flight: int = 2,
                  presample_epochs: int = 1, fanout_order: str | None = None,
                  transform: Callable[[Any], Any] | None = None, pin_memory: bool = False,
-                 dtype=None, homogeneous: bool = False, **kwargs):
+                 dtype=None, homogeneous: bool = False, fanout_per: str | None = None,
+                 **kwargs):
         # a PyG/DGL-like view (loaders.datasets) stands for its store and names its output
         output = output or getattr(store, "default_output", "raw")
         store = _as_store(store)
@@ -414,8 +421,10 @@ class NeighborLoader:
             raise UnknownFeatureError(f"Expected feature {feature!r} on some node type of "
                                       f"{store.url}. The store has {have}.")
         self._num_neighbors, self._replace = num_neighbors, replace
+        self._fanout_per = fanout_per or ("node" if homogeneous else "edge_type")
         self.sampler = NeighborSampler(store, num_neighbors, replace=replace,
-                                       num_threads=num_threads, topology=topology or "mmap")
+                                       num_threads=num_threads, topology=topology or "mmap",
+                                       fanout_per=self._fanout_per)
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last
         self.seed, self.output, self.prefetch = int(seed), output, int(prefetch)
         self.num_threads = num_threads
@@ -615,7 +624,7 @@ class NeighborLoader:
         # the same files the store validated (its csc() gave the sampler's graph): no second pass
         graph = CSCGraph(dict(g.num_nodes), csc, validated=True)
         self.sampler = NeighborSampler(graph, self._num_neighbors, replace=self._replace,
-                                       num_threads=self.num_threads)
+                                       num_threads=self.num_threads, fanout_per=self._fanout_per)
 
     def _rank_scores(self, policy, epochs, cache_rows) -> dict:
         """Per type: ``(score, degree)``: the rank of each row (ties broken by degree).

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._rng import GOLDEN, MASK, batch_key, layer_key, mix_py, node_state_py
-from .sampler import CSCGraph, Fanouts, SampledSubgraph
+from .sampler import CSCGraph, Fanouts, SampledSubgraph, union_groups
 
 __all__ = ["reference_sample", "choose_py"]
 
@@ -40,12 +40,38 @@ def choose_py(d: int, fanout: int, replace: bool, key: int, i: int) -> list[int]
     return out
 
 
+def _union_picks(g, fan, groups, nodes, lo, start, layer, key, replace) -> dict:
+    """``fanout_per="node"``: per edge type drawn together, its ``(frontier index, position)``
+    picks, node by node, each node's in draw order."""
+    picks = {}
+    for t, group in groups.items():
+        active = [et for _, et in group if fan.per_etype[et][layer] != 0]
+        a, b = lo[t], start[t]
+        if len(active) < 2 or a == b:
+            continue
+        f = fan.per_etype[active[0]][layer]
+        k = layer_key(key, layer, len(g.edge_types) + g.node_types.index(t))
+        for et in active:
+            picks[et] = []
+        for i in range(b - a):
+            v = nodes[t][a + i]
+            degs = [int(g.csc[et][0][v + 1]) - int(g.csc[et][0][v]) for et in active]
+            for p in choose_py(sum(degs), f, replace, k, i):
+                r = 0
+                while p >= degs[r]:
+                    p -= degs[r]
+                    r += 1
+                picks[active[r]].append((i, p))
+    return picks
+
+
 def reference_sample(graph, num_neighbors, seeds, seed_type: str | None = None, *,
                      replace: bool = False, seed: int = 0, epoch: int = 0, batch: int = 0,
-                     input_id=None) -> SampledSubgraph:
+                     input_id=None, fanout_per: str = "edge_type") -> SampledSubgraph:
     """Sample like :meth:`NeighborSampler.sample`, one node at a time in Python."""
     g = CSCGraph.of(graph)
     fan = Fanouts.parse(num_neighbors, g.edge_types)
+    groups = union_groups(g, fan, fanout_per)
     L = fan.num_layers
     seed_type = seed_type or g.node_types[0]
     seeds = [int(s) for s in np.asarray(seeds).reshape(-1)]
@@ -63,26 +89,30 @@ def reference_sample(graph, num_neighbors, seeds, seed_type: str | None = None, 
     nse = {et: [0] * L for et in g.edge_types}
     for layer in range(L):
         start = {t: len(nodes[t]) for t in g.node_types}
+        union = _union_picks(g, fan, groups, nodes, lo, start, layer, key, replace)
         for e_idx, et in enumerate(g.edge_types):
             f = fan.per_etype[et][layer]
             a, b = lo[et.dst], start[et.dst]
-            if f == 0 or a == b:
-                continue
             indptr, indices = g.csc[et]
-            k = layer_key(key, layer, e_idx)
-            for i in range(b - a):
-                v = nodes[et.dst][a + i]
-                p0, p1 = int(indptr[v]), int(indptr[v + 1])
-                for pos in choose_py(p1 - p0, f, replace, k, i):
-                    e = p0 + pos
-                    u = int(indices[e])
-                    if u not in local[et.src]:
-                        local[et.src][u] = len(nodes[et.src])
-                        nodes[et.src].append(u)
-                    rows[et].append(local[et.src][u])
-                    cols[et].append(a + i)
-                    eids[et].append(e)
-                    nse[et][layer] += 1
+            if et in union:
+                picks = union[et]
+            elif f == 0 or a == b:
+                continue
+            else:
+                k = layer_key(key, layer, e_idx)
+                picks = [(i, p) for i in range(b - a) for p in choose_py(
+                    int(indptr[nodes[et.dst][a + i] + 1]) - int(indptr[nodes[et.dst][a + i]]),
+                    f, replace, k, i)]
+            for i, pos in picks:
+                e = int(indptr[nodes[et.dst][a + i]]) + pos
+                u = int(indices[e])
+                if u not in local[et.src]:
+                    local[et.src][u] = len(nodes[et.src])
+                    nodes[et.src].append(u)
+                rows[et].append(local[et.src][u])
+                cols[et].append(a + i)
+                eids[et].append(e)
+                nse[et][layer] += 1
         for t in g.node_types:
             lo[t] = start[t]
             hop[t].append(len(nodes[t]) - start[t])

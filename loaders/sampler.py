@@ -325,6 +325,14 @@ class NeighborSampler:
         numba threads for the parallel kernels (default: numba's setting).
     topology
         ``"mmap"`` (default) or ``"memory"``: see :meth:`CSCGraph.from_store`.
+    fanout_per
+        ``"edge_type"`` (default, as PyG and DGL sample a typed graph): each fanout caps the
+        neighbours drawn per node *per edge type*. ``"node"``: it caps them per node over the
+        in-edges of all its edge types together, uniformly, as a sampler on the homogenised
+        graph draws them (OGB-LSC's ``rgnn.py``, DGL's MAG240M RGAT); the relational view
+        (``homogeneous=``) samples so. Edge types into one node type then need the same fanout
+        per layer (``0`` leaves one out). A node type with one sampled edge type into it is
+        sampled the same way in both modes.
 
     Examples
     --------
@@ -333,11 +341,14 @@ class NeighborSampler:
     """
 
     def __init__(self, graph, num_neighbors, *, replace: bool = False,
-                 num_threads: int | None = None, topology: str = "mmap"):
+                 num_threads: int | None = None, topology: str = "mmap",
+                 fanout_per: str = "edge_type"):
         self.graph = CSCGraph.of(graph, topology)
         # pickling reopens the topology from the store (never ships memory maps)
         self._source = None if isinstance(graph, CSCGraph) else (graph, topology)
         self.fanouts = Fanouts.parse(num_neighbors, self.graph.edge_types)
+        self.fanout_per = fanout_per
+        self._groups = union_groups(self.graph, self.fanouts, fanout_per)
         self.replace = bool(replace)
         self.num_threads = num_threads
         self._local = threading.local()
@@ -391,7 +402,7 @@ class NeighborSampler:
             return self._sample(seeds, seed_type, batch_key(seed, epoch, batch), input_id)
 
     def _sample(self, seeds, seed_type, key, input_id) -> SampledSubgraph:
-        g, fan, L = self.graph, self.fanouts.per_etype, self.fanouts.num_layers
+        g, L = self.graph, self.fanouts.num_layers
         tables = self._tables()
         try:
             tables[seed_type].insert_seeds(seeds)
@@ -401,25 +412,11 @@ class NeighborSampler:
             nse = {et: [0] * L for et in g.edge_types}
             for layer in range(L):
                 start = {t: tables[t].count for t in g.node_types}
-                for e_idx, et in enumerate(g.edge_types):
-                    f = fan[et][layer]
-                    a, b = lo[et.dst], start[et.dst]
-                    if f == 0 or a == b:
-                        continue
-                    indptr, indices = g.csc[et]
-                    front = tables[et.dst].nodes[a:b]
-                    starts = np.empty(b - a, np.int64)
-                    degs = np.empty(b - a, np.int64)
-                    offsets = K.sample_counts(indptr, front, f, self.replace, starts, degs)
-                    m = int(offsets[-1])
-                    src = np.empty(m, np.int64)
-                    eid = np.empty(m, np.int64)
-                    dst = np.empty(m, np.int64)
-                    k = np.uint64(layer_key(key, layer, e_idx))
-                    K.sample_fill(starts, degs, indices, f, self.replace, k, offsets, src, eid, dst)
+                front = {t: tables[t].nodes[lo[t]:start[t]] for t in g.node_types}
+                for et, (src, eid, dst) in self._draw_layer(front, layer, key).items():
                     row = tables[et.src].dedup(src)
-                    dst += a
-                    nse[et][layer] = m
+                    dst += lo[et.dst]
+                    nse[et][layer] = src.shape[0]
                     parts[et][0].append(row)
                     parts[et][1].append(dst)
                     parts[et][2].append(eid)
@@ -436,6 +433,72 @@ class NeighborSampler:
         edge = {et: cat(p[2]) for et, p in parts.items()}
         return SampledSubgraph(seed_type, node, row, col, edge, hop, nse,
                                int(seeds.shape[0]), input_id)
+
+    def _draw_layer(self, front, layer: int, key: int) -> dict:
+        """Per edge type (in the graph's order): ``(src, eid, dst)`` drawn for the frontiers
+        ``front`` (per node type) at ``layer``; ``dst`` indexes the frontier."""
+        g, fan = self.graph, self.fanouts.per_etype
+        out = {}
+        for t, group in self._groups.items():  # "node": one draw over several edge types
+            active = [(i, et) for i, et in group if fan[et][layer] != 0]
+            if len(active) > 1 and front[t].shape[0]:
+                k = np.uint64(layer_key(key, layer, len(g.edge_types) + g.node_types.index(t)))
+                out.update(self._draw_union(front[t], active, fan[active[0][1]][layer], k))
+        for e_idx, et in enumerate(g.edge_types):  # one edge type at a time
+            f = fan[et][layer]
+            if et in out or f == 0 or not front[et.dst].shape[0]:
+                continue
+            indptr, indices = g.csc[et]
+            fr = front[et.dst]
+            starts, degs = np.empty(fr.shape[0], np.int64), np.empty(fr.shape[0], np.int64)
+            offsets = K.sample_counts(indptr, fr, f, self.replace, starts, degs)
+            m = int(offsets[-1])
+            src, eid, dst = (np.empty(m, np.int64) for _ in range(3))
+            K.sample_fill(starts, degs, indices, f, self.replace,
+                          np.uint64(layer_key(key, layer, e_idx)), offsets, src, eid, dst)
+            out[et] = (src, eid, dst)
+        return {et: out[et] for et in g.edge_types if et in out}
+
+    def _draw_union(self, fr, group, fanout: int, key) -> dict:
+        """``(src, eid, dst)`` per edge type of ``group`` (edge types into one node type),
+        drawn ``fanout`` per node over their in-edges together."""
+        n = fr.shape[0]
+        starts = np.empty((len(group), n), np.int64)
+        degs = np.empty((len(group), n), np.int64)
+        for r, (_, et) in enumerate(group):
+            K.sample_counts(self.graph.csc[et][0], fr, -1, False, starts[r], degs[r])
+        offsets, rel, pos = K.union_draw(degs, fanout, self.replace, key)
+        counts = np.bincount(rel, minlength=len(group))
+        out = {}
+        for r, (_, et) in enumerate(group):
+            src, eid, dst = (np.empty(int(counts[r]), np.int64) for _ in range(3))
+            K.union_pick(offsets, rel, pos, r, starts[r], self.graph.csc[et][1], src, eid, dst)
+            out[et] = (src, eid, dst)
+        return out
+
+
+def union_groups(graph: CSCGraph, fanouts: Fanouts, fanout_per: str) -> dict:
+    """For ``fanout_per="node"``: per node type with several edge types into it, the
+    ``(index, edge type)`` pairs drawn together (empty for ``"edge_type"``). Refuses edge types
+    into one node type whose fanouts differ at some layer (other than ``0``)."""
+    if fanout_per not in ("edge_type", "node"):
+        raise LoaderArgumentError(f"Expected fanout_per 'edge_type' or 'node'. Got "
+                                  f"{fanout_per!r} instead.")
+    if fanout_per == "edge_type":
+        return {}
+    groups = {}
+    for t in graph.node_types:
+        into = [(i, et) for i, et in enumerate(graph.edge_types) if et.dst == t]
+        for layer in range(fanouts.num_layers):
+            fs = {fanouts.per_etype[et][layer] for _, et in into} - {0}
+            if len(fs) > 1:
+                raise LoaderArgumentError(
+                    f"Expected one fanout per layer for the edge types into {t!r} with "
+                    f"fanout_per='node' (they are drawn together). Got {sorted(fs)} at layer "
+                    f"{layer} for {[tuple(et) for _, et in into]} instead.")
+        if len(into) > 1:
+            groups[t] = into
+    return groups
 
 
 def _concat(chunks: list) -> np.ndarray:

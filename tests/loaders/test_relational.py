@@ -121,3 +121,28 @@ def test_homogeneous_refusals(rel_store, hetero_store):
               homogeneous=True)
     with pytest.raises(LoaderArgumentError, match="author"):  # features on papers only
         NeighborLoader(hetero_store, **kw)
+
+
+def test_view_fanouts_count_per_node_over_all_relations(rel_store):
+    """On the homogeneous view a fanout caps each node's in-edges of every type together (as
+    PyG's sampler on to_homogeneous() draws them): per destination, the batch's edges number
+    min(fanout, in-degree in the homogeneous graph)."""
+    d = _pyg_homogeneous(rel_store)
+    deg = np.bincount(d.edge_index[1].numpy(), minlength=d.num_nodes)
+    seeds = rel_store.split("train", "paper")[:64]
+    loader = NeighborLoader(rel_store, [4, 3], ("paper", seeds), batch_size=64, output="pyg",
+                            homogeneous=True, dtype=torch.float32, device="cpu")
+    assert loader.sampler.fanout_per == "node"
+    b = next(iter(loader))
+    n_id, dst = b.n_id.numpy(), b.edge_index[1].numpy()
+    hops = np.cumsum(b.num_sampled_nodes)
+    for layer, f in enumerate([4, 3]):
+        lo, hi = (0 if layer == 0 else hops[layer - 1]), hops[layer]
+        e = np.asarray(b.num_sampled_edges)
+        mine = dst[e[:layer].sum():e[:layer + 1].sum()]
+        got = np.bincount(mine - lo, minlength=hi - lo)
+        np.testing.assert_array_equal(got, np.minimum(deg[n_id[lo:hi]], f))
+    typed = NeighborLoader(rel_store, [4, 3], ("paper", seeds), batch_size=64, output="pyg",
+                           homogeneous=True, fanout_per="edge_type", dtype=torch.float32,
+                           device="cpu")
+    assert next(iter(typed)).edge_index.shape[1] > b.edge_index.shape[1]  # per type: more

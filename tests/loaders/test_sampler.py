@@ -207,3 +207,116 @@ def test_topology_in_memory_samples_the_same(hetero_store):
     assert same(a, mem.sample(seeds, "paper", batch=5))
     with pytest.raises(LoaderArgumentError, match="topology"):
         NeighborSampler(hetero_store, [4], topology="disk")
+
+
+# -- fanout_per="node": one fanout per node over all its edge types (the relational view) ----
+def check_union_counts(g: CSCGraph, sub, fanouts: Fanouts, replace: bool) -> None:
+    """Per destination node and layer, the edges drawn over all the edge types into its type
+    number min(fanout, total in-degree) (fanout with replacement, all for -1)."""
+    for t in g.node_types:
+        into = [et for et in g.edge_types if et.dst == t]
+        hop_end = np.cumsum(sub.num_sampled_nodes[t])
+        los = {et: np.r_[0, np.cumsum(sub.num_sampled_edges[et])] for et in into}
+        for layer in range(fanouts.num_layers):
+            active = [et for et in into if fanouts.per_etype[et][layer] != 0]
+            if not active:
+                continue
+            f = fanouts.per_etype[active[0]][layer]
+            first = 0 if layer == 0 else hop_end[layer - 1]
+            front = sub.node[t][first:hop_end[layer]]
+            total = sum(g.csc[et][0][front + 1] - g.csc[et][0][front] for et in active)
+            got = sum(np.bincount(sub.col[et][los[et][layer]:los[et][layer + 1]] - first,
+                                  minlength=front.shape[0]) for et in active)
+            want = total if f < 0 else (np.where(total > 0, f, 0) if replace
+                                        else np.minimum(total, f))
+            assert np.array_equal(got, want), (t, layer)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_union_fanouts_match_reference(hetero_store, replace, kernel_mode):
+    seeds = hetero_store.split("train", "paper")[:120]
+    # into paper: cites + writes; into author: rev_writes + rev_affiliated_with
+    for fan in ([4, 3], [-1, 2], {"cites": [5, 0], "writes": [5, 3], "rev_writes": [2, 2],
+                                  "rev_affiliated_with": [2, 0], "affiliated_with": [1, 1]}):
+        s = NeighborSampler(hetero_store, fan, replace=replace, fanout_per="node")
+        sub = s.sample(seeds, "paper", seed=5, batch=2)
+        assert same(sub, reference_sample(hetero_store, fan, seeds, "paper", replace=replace,
+                                          seed=5, batch=2, fanout_per="node"))
+        check_union_counts(s.graph, sub, s.fanouts, replace)
+        # every edge exists; hops and node uniqueness as in the per-edge-type mode
+        check_invariants_shape(s.graph, sub, seeds)
+
+
+def check_invariants_shape(g, sub, seeds) -> None:
+    assert np.array_equal(sub.node[sub.seed_type][: len(seeds)], seeds)
+    for et in g.edge_types:
+        indptr, indices = g.csc[et]
+        src, dst, eid = sub.node[et.src][sub.row[et]], sub.node[et.dst][sub.col[et]], sub.edge[et]
+        assert np.all(indices[eid] == src)
+        assert np.all((indptr[dst] <= eid) & (eid < indptr[dst + 1]))
+
+
+def _multi_relation_graph(rng, n, avg, relations):
+    csc = {}
+    for r in range(relations):
+        deg = rng.integers(0, 2 * avg + 1, n)
+        indptr = np.concatenate([[0], np.cumsum(deg)])
+        csc[EdgeType("v", f"e{r}", "v")] = (indptr, rng.integers(0, n, indptr[-1]))
+    return CSCGraph({"v": n}, csc)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 50), avg=st.integers(0, 6), relations=st.integers(1, 3),
+       fan=st.lists(st.integers(-1, 9), min_size=1, max_size=3), replace=st.booleans(),
+       seed=st.integers(0, 2**63), data=st.data())
+def test_union_random_graphs_match_reference(n, avg, relations, fan, replace, seed, data):
+    g = _multi_relation_graph(np.random.default_rng(seed % 2**32), n, avg, relations)
+    seeds = np.asarray(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n,
+                                          unique=True)))
+    s = NeighborSampler(g, fan, replace=replace, fanout_per="node")
+    sub = s.sample(seeds, seed=seed, epoch=1)
+    assert same(sub, reference_sample(g, fan, seeds, replace=replace, seed=seed, epoch=1,
+                                      fanout_per="node"))
+    check_union_counts(g, sub, s.fanouts, replace)
+    if not replace:  # distinct in-edges of each node over the union
+        for et in g.edge_types:
+            pairs = np.stack([sub.col[et], sub.edge[et]])
+            assert np.unique(pairs, axis=1).shape[1] == pairs.shape[1]
+
+
+def test_union_draws_are_uniform_over_all_in_edges():
+    """A node with 1 in-edge of one type and 99 of another: with fanout 10 per node each of
+    its 100 in-edges is drawn with probability 10/100 (brute force over 2000 batches), where
+    per edge type the lone edge is always drawn."""
+    a = EdgeType("v", "a", "v")
+    b = EdgeType("v", "b", "v")
+    n = 100
+    ia = np.zeros(n + 1, np.int64)
+    ia[1:] = 1  # node 0 has one 'a' in-edge (from node 1)
+    ib = np.zeros(n + 1, np.int64)
+    ib[1:] = 99  # and 99 'b' in-edges (from nodes 1..99)
+    g = CSCGraph({"v": n}, {a: (ia, np.array([1])), b: (ib, np.arange(1, 100))})
+    hits = np.zeros(100, np.int64)  # edge 0: the 'a' edge; 1..99: the 'b' edges
+    s = NeighborSampler(g, [10], fanout_per="node")
+    per_type = NeighborSampler(g, [10])
+    lone = 0
+    trials = 2000
+    for k in range(trials):
+        sub = s.sample([0], batch=k)
+        hits[0] += sub.edge[a].shape[0]
+        np.add.at(hits, 1 + sub.edge[b], 1)
+        lone += per_type.sample([0], batch=k).edge[a].shape[0]
+    assert hits.sum() == 10 * trials
+    p = 0.1
+    sd = np.sqrt(trials * p * (1 - p))
+    assert np.all(np.abs(hits - trials * p) < 5 * sd), hits
+    assert lone == trials
+
+
+def test_union_fanouts_must_agree_per_node_type(hetero_store):
+    with pytest.raises(LoaderArgumentError, match="one fanout per layer"):
+        NeighborSampler(hetero_store, {"cites": [5], "writes": [3], "rev_writes": [1],
+                                       "affiliated_with": [1], "rev_affiliated_with": [1]},
+                        fanout_per="node")
+    with pytest.raises(LoaderArgumentError, match="fanout_per"):
+        NeighborSampler(hetero_store, [1], fanout_per="relation")
