@@ -433,7 +433,12 @@ class NeighborLoader:
         self.pin = self.device.type == "cuda" or (peer.pin_memory and torch.cuda.is_available())
         self._setup_features(feature, dtype, labels, homogeneous)
         self._chunked = False  # tests set it to run the device path's chunking on the CPU
-        self._staging = StagingRing(staging_bytes, pin=self.pin)
+        # one staging ring per live iterator: two iterators gathering at once would otherwise
+        # stage rows in each other's buffers (free rings are kept for the next epochs)
+        self._staging_bytes = int(staging_bytes)
+        self._free_rings: list[StagingRing] = []
+        self._rings_lock = threading.Lock()
+        self._ring_of_thread = threading.local()
         self._convert = peer.wrap(self._converter(output))
         self.epoch = 0
         self.stats = LoaderStats()
@@ -492,6 +497,24 @@ class NeighborLoader:
     def __len__(self) -> int:
         n, b = self._share(), self.batch_size
         return n // b if self.drop_last else -(-n // b)
+
+    @property
+    def _staging(self) -> StagingRing:
+        """The staging ring of the calling gather thread (its pipeline's), else a new one."""
+        ring = getattr(self._ring_of_thread, "ring", None)
+        if ring is None:
+            ring = self._ring_of_thread.ring = self._take_ring()
+        return ring
+
+    def _take_ring(self) -> StagingRing:
+        with self._rings_lock:
+            if self._free_rings:
+                return self._free_rings.pop()
+        return StagingRing(self._staging_bytes, pin=self.pin)
+
+    def _give_ring(self, ring: StagingRing) -> None:
+        with self._rings_lock:
+            self._free_rings.append(ring)
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration epoch ``epoch`` (its order and draws)."""
@@ -831,6 +854,7 @@ class _Pipeline:
         self.wait_seq = 0
         self._suspect: tuple[int, float] | None = None
         self.q_out: queue.Queue | None = None
+        self.ring = None  # this iterator's staging ring, taken when it starts
 
     def may_wait(self) -> bool:
         """Whether the gather stage may wait for a batch buffer: not when the pipeline stops,
@@ -917,12 +941,21 @@ class _Pipeline:
                 yield ld._sample(self.epoch, k, pos)
 
         self._stage("sample", None, q_sample, sample_all)
+        self.ring = ld._take_ring()  # this iterator's own: another may gather at the same time
+
+        def own_ring(fn):
+            def gather(sub):
+                ld._ring_of_thread.ring = self.ring  # the gather thread stages in it
+                return fn(sub)
+            return gather
+
         if self.cuda or ld._chunked:
             stream = torch.cuda.Stream(ld.device) if self.cuda else None
-            self._stage("gather", q_sample, q_out, lambda sub: ld._gather_to_device(sub, stream))
+            self._stage("gather", q_sample, q_out,
+                        own_ring(lambda sub: ld._gather_to_device(sub, stream)))
         else:
             self._stage("gather", q_sample, q_out,
-                        lambda sub: ld._convert(ld._gather(sub, self.may_wait)))
+                        own_ring(lambda sub: ld._convert(ld._gather(sub, self.may_wait))))
         try:
             for t in self.threads:
                 t.start()
@@ -952,3 +985,6 @@ class _Pipeline:
         for t in self.threads:
             if t.is_alive() and t is not threading.current_thread():
                 t.join()
+        ring, self.ring = self.ring, None
+        if ring is not None and not any(t.is_alive() for t in self.threads):
+            self.loader._give_ring(ring)

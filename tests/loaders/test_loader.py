@@ -222,3 +222,20 @@ def test_ranks_take_disjoint_equal_shares(homo_store):
     assert np.unique(allpos).shape[0] == allpos.shape[0] == 3 * (n // 3)
     with pytest.raises(ValueError, match="rank"):
         NeighborLoader(homo_store, [2], "train", rank=3, world_size=3)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_two_live_iterators_gather_their_own_rows(homo_store, chunked):
+    """Two iterators over one loader, advanced in turn (as PyG and DGL allow), each get the
+    features of their own batches: each iterator stages rows in a ring of its own."""
+    full = torch.from_numpy(np.array(homo_store.features().numpy())).double()
+    ld = NeighborLoader(homo_store, [10, 10], None, batch_size=64, output="pyg", device="cpu",
+                        dtype=torch.float64, cache=None, staging_bytes=256, prefetch=4)
+    ld._chunked = chunked  # the device path's chunked staging, on the CPU
+    bad = total = 0
+    for _ in range(6):
+        for a, b in zip(iter(ld), iter(ld)):
+            for batch in (a, b):
+                total += 1
+                bad += not torch.equal(batch.x, full[batch.n_id])
+    assert total > 50 and bad == 0, f"{bad} of {total} batches hold other batches' rows"
