@@ -22,11 +22,54 @@ from featurestore import Store, open_store
 from .errors import LoaderArgumentError
 from .relational import HomogeneousGraph
 
-__all__ = ["MAG240MDataset", "MAG240MEvaluator"]
+__all__ = ["MAG240MDataset", "MAG240MEvaluator", "SubmissionModeError", "ogb_test_splits",
+           "dev_positions"]
 
-#: OGB-LSC's split names and the store's.
-_SPLITS = {"train": ("train",), "valid": ("valid", "val"), "test": ("test-dev", "test"),
-           "test-dev": ("test-dev", "test"), "test-challenge": ("test-challenge",)}
+#: OGB-LSC's split names, in the order its ``get_idx_split()`` lists them.
+SPLIT_NAMES = ("train", "valid", "test-whole", "test-dev", "test-challenge")
+
+#: ``save_test_submission``'s modes and the file each writes (``.npz`` added), as OGB-LSC's.
+SUBMISSION_FILES = {"test-whole": "y_pred_mag240m", "test-dev": "y_pred_mag240m_test-dev",
+                    "test-challenge": "y_pred_mag240m_test-challenge"}
+
+
+class SubmissionModeError(LoaderArgumentError, AssertionError):
+    """``save_test_submission`` got a mode OGB-LSC does not know (it asserts the mode)."""
+
+
+def dev_positions(n: int) -> np.ndarray:
+    """Whether each position of a whole test split of ``n`` papers is test-dev, as OGB-LSC's
+    ``split_test`` divides it (position ``% 5 < 3``; the rest is test-challenge)."""
+    return np.arange(n) % 5 < 3
+
+
+def ogb_test_splits(store: Store) -> dict:
+    """``test-whole``, ``test-dev`` and ``test-challenge`` paper ids of ``store``, as OGB-LSC's
+    ``split_test`` makes them.
+
+    Stored splits of those names are taken as they are. A ``test`` split is ``test-whole``,
+    divided by :func:`dev_positions` into the parts not stored. Stored ``test-dev`` and
+    ``test-challenge`` without a whole (``featurestore preprocess mag240m`` writes those) give
+    ``test-whole`` by interleaving them back, exactly OGB-LSC's order; when their sizes cannot
+    be the two parts of such a division there is no ``test-whole``.
+    """
+    have = store.split_names
+    out = {k: np.asarray(store.split(k, "paper"))
+           for k in ("test-whole", "test-dev", "test-challenge") if k in have}
+    if "test-whole" not in out and "test" in have:
+        out["test-whole"] = np.asarray(store.split("test", "paper"))
+    if "test-whole" in out:
+        is_dev = dev_positions(out["test-whole"].size)
+        out.setdefault("test-dev", out["test-whole"][is_dev])
+        out.setdefault("test-challenge", out["test-whole"][~is_dev])
+    elif "test-dev" in out and "test-challenge" in out:
+        dev, chal = out["test-dev"], out["test-challenge"]
+        is_dev = dev_positions(dev.size + chal.size)
+        if int(is_dev.sum()) == dev.size:
+            whole = np.empty(dev.size + chal.size, np.result_type(dev, chal))
+            whole[is_dev], whole[~is_dev] = dev, chal
+            out["test-whole"] = whole
+    return out
 
 
 class MAG240MDataset:
@@ -51,17 +94,30 @@ class MAG240MDataset:
         return self.store.num_classes("paper")
 
     def get_idx_split(self, split: str | None = None):
-        """Paper ids of ``split`` (``"test"`` is ``test-dev``), or a dict of every split."""
-        have = self.store.split_names
+        """Paper ids of ``split``, or a dict of every split, as OGB-LSC's: ``train``,
+        ``valid``, ``test-whole``, ``test-dev``, ``test-challenge`` (see
+        :func:`ogb_test_splits`). ``"test"`` (which OGB-LSC no longer answers) is the store's
+        ``test`` split where it has one (OGB-LSC's ``test-whole``), else ``test-dev``."""
+        store, have = self.store, self.store.split_names
+        splits = {}
+        for key, names in (("train", ("train",)), ("valid", ("valid", "val"))):
+            name = next((n for n in names if n in have), None)
+            if name is not None:
+                splits[key] = np.asarray(store.split(name, "paper"))
+        splits.update(ogb_test_splits(store))
+        out = {k: np.array(splits[k]) for k in SPLIT_NAMES if k in splits}
         if split is None:
-            return {k: self.get_idx_split(k) for k in ("train", "valid", "test-dev",
-                                                      "test-challenge")
-                    if any(n in have for n in _SPLITS[k])}
-        names = [n for n in _SPLITS.get(split, ()) if n in have]
-        if not names:
-            raise LoaderArgumentError(f"Expected a split in {sorted(_SPLITS)} that {self.root} "
-                                      f"has ({have}). Got {split!r} instead.")
-        return np.array(self.store.split(names[0], "paper"))
+            return out
+        key = split
+        if split == "test":
+            key = "test-whole" if "test" in have else "test-dev"
+        if key not in out:
+            raise LoaderArgumentError(
+                f"Expected a split in {list(out)} of {self.root} (its splits: {have}). Got "
+                f"{split!r} instead." + (" Its test-dev and test-challenge sizes are not those "
+                                         "of OGB-LSC's division of one test split."
+                                         if key == "test-whole" else ""))
+        return out[key]
 
     @property
     def paper_feat(self) -> np.ndarray:
@@ -128,10 +184,19 @@ class MAG240MEvaluator:
         return {"acc": float((y_true == y_pred).mean()) if y_true.size else 0.0}
 
     def save_test_submission(self, input_dict: dict, dir_path: str, mode: str = "test-dev"):
-        """Write ``y_pred`` to ``dir_path/y_pred_mag240m_<mode>.npz`` (int16, as OGB does)."""
+        """Write ``y_pred`` (int16) where OGB-LSC writes it: ``dir_path/y_pred_mag240m.npz``
+        for ``mode="test-whole"``, ``y_pred_mag240m_test-dev.npz``,
+        ``y_pred_mag240m_test-challenge.npz``; another mode raises
+        :class:`SubmissionModeError` (an ``AssertionError``, as OGB-LSC asserts it)."""
+        if mode not in SUBMISSION_FILES:
+            raise SubmissionModeError(f"Expected mode in {list(SUBMISSION_FILES)}, as OGB-LSC's "
+                                      f"save_test_submission. Got {mode!r} instead.")
+        if "y_pred" not in input_dict:
+            raise LoaderArgumentError("Expected a 'y_pred' entry in input_dict. Got "
+                                      f"{sorted(input_dict)} instead.")
         os.makedirs(dir_path, exist_ok=True)
         y = np.asarray(_numpy(input_dict["y_pred"])).astype(np.int16)
-        np.savez_compressed(os.path.join(dir_path, f"y_pred_mag240m_{mode}.npz"), y_pred=y)
+        np.savez_compressed(os.path.join(dir_path, SUBMISSION_FILES[mode] + ".npz"), y_pred=y)
 
 
 def _numpy(v):

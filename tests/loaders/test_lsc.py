@@ -3,6 +3,8 @@ relational view (what OGB-LSC's rgnn.py trains with), against brute force."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -32,7 +34,8 @@ def test_dataset_answers_as_ogb_lsc(rel_store, tmp_path):
     assert ds.num_paper_features == 8 and ds.num_classes == s.num_classes("paper")
     np.testing.assert_array_equal(ds.get_idx_split("train"), s.split("train", "paper"))
     np.testing.assert_array_equal(ds.get_idx_split("test"), s.split("test", "paper"))
-    assert set(ds.get_idx_split()) == {"train", "valid", "test-dev"}
+    assert list(ds.get_idx_split()) == ["train", "valid", "test-whole", "test-dev",
+                                        "test-challenge"]
     lab = np.asarray(s.labels("paper"))
     y = ds.paper_label
     assert np.isnan(y[lab < 0]).all() and (y[lab >= 0] == lab[lab >= 0]).all()
@@ -48,6 +51,93 @@ def test_dataset_answers_as_ogb_lsc(rel_store, tmp_path):
         == pytest.approx(2 / 3)
     ev.save_test_submission({"y_pred": np.array([1, 2])}, str(tmp_path))
     assert np.load(tmp_path / "y_pred_mag240m_test-dev.npz")["y_pred"].tolist() == [1, 2]
+
+
+def _ogb_split_test(split_dict):
+    """OGB-LSC's split_test (ogb/lsc/utils.py), position by position: 'test' becomes
+    'test-whole', positions i % 5 < 3 'test-dev', the rest 'test-challenge'."""
+    out = {k: v for k, v in split_dict.items() if k != "test"}
+    test = list(np.asarray(split_dict["test"]))
+    out["test-whole"] = np.array(test)
+    out["test-dev"] = np.array([t for i, t in enumerate(test) if i % 5 in (0, 1, 2)])
+    out["test-challenge"] = np.array([t for i, t in enumerate(test) if i % 5 in (3, 4)])
+    return out
+
+
+@pytest.fixture(scope="module")
+def mag_raw(tmp_path_factory):
+    from preprocess.synth.mag240m import MagSynthSpec, synth_mag240m
+
+    root = tmp_path_factory.mktemp("magraw")
+    spec = MagSynthSpec(paper=400, author=300, institution=10, writes=800, affiliated_with=200,
+                        cites=1500, feat_dim=4, num_classes=5)
+    paths = synth_mag240m(root, 0, seed=1, labeled_share=0.6, progress=False, spec=spec)
+    return root, paths
+
+
+def _preprocessed(root, out):
+    from preprocess.ogb.mag240m import preprocess_mag240m
+
+    preprocess_mag240m(root, out, progress=False)
+    return fs.open_store(out)
+
+
+def test_test_whole_is_ogb_split_test_of_the_raw_split(mag_raw, tmp_path):
+    """Our preprocessor stores test-dev/test-challenge; get_idx_split() rebuilds OGB-LSC's
+    whole dictionary from them, test-whole in the raw 'test' order."""
+    root, paths = mag_raw
+    store = _preprocessed(root, tmp_path / "s")
+    assert "test-whole" not in store.split_names and "test" not in store.split_names
+    want = _ogb_split_test(torch.load(paths.split_dict, weights_only=False))
+    assert len(want["test-whole"]) > 10
+    orig = np.asarray(store.orig_ids("paper"))
+    ds = MAG240MDataset(store)
+    got = ds.get_idx_split()
+    assert list(got) == ["train", "valid", "test-whole", "test-dev", "test-challenge"]
+    assert list(got) == list(want)  # OGB's key order too
+    for k, ids in got.items():
+        np.testing.assert_array_equal(orig[ids], want[k])
+        np.testing.assert_array_equal(ds.get_idx_split(k), ids)
+    np.testing.assert_array_equal(ds.get_idx_split("test"), got["test-dev"])
+
+
+def test_test_whole_of_a_store_with_a_test_split(rel_store):
+    ds = MAG240MDataset(rel_store)
+    test = np.asarray(rel_store.split("test", "paper"))
+    want = _ogb_split_test({"test": test})
+    for k in ("test-whole", "test-dev", "test-challenge"):
+        np.testing.assert_array_equal(ds.get_idx_split(k), want[k])
+    np.testing.assert_array_equal(ds.get_idx_split("test"), test)  # the store's own split
+
+
+def test_no_test_whole_when_the_parts_are_not_a_division(mag_raw, tmp_path):
+    import shutil
+
+    from loaders.errors import LoaderArgumentError
+    from preprocess.ogb.layout import MagPaths
+
+    root, paths = mag_raw
+    copy = tmp_path / "raw"
+    shutil.copytree(paths.root, copy / os.path.basename(paths.root))
+    torch.save({"train": np.arange(4), "valid": np.arange(4, 6), "test-dev": np.array([9, 7]),
+                "test-challenge": np.array([8])}, MagPaths.under(copy).split_dict)
+    ds = MAG240MDataset(_preprocessed(copy, tmp_path / "s"))
+    assert list(ds.get_idx_split()) == ["train", "valid", "test-dev", "test-challenge"]
+    with pytest.raises(LoaderArgumentError, match="test-whole"):
+        ds.get_idx_split("test-whole")
+
+
+def test_submission_files_are_ogb_lscs(tmp_path):
+    ev = MAG240MEvaluator()
+    want = {"test-whole": "y_pred_mag240m.npz", "test-dev": "y_pred_mag240m_test-dev.npz",
+            "test-challenge": "y_pred_mag240m_test-challenge.npz"}
+    for k, (mode, name) in enumerate(want.items()):
+        ev.save_test_submission({"y_pred": torch.tensor([k, 2, 300])}, str(tmp_path), mode=mode)
+        y = np.load(tmp_path / name)["y_pred"]
+        assert y.dtype == np.int16 and y.tolist() == [k, 2, 300]
+    with pytest.raises(AssertionError, match="test-whole"):  # OGB-LSC asserts the mode
+        ev.save_test_submission({"y_pred": np.zeros(3)}, str(tmp_path), mode="test")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(want.values())
 
 
 def _brute(s):
