@@ -32,6 +32,7 @@ from featurestore.errors import UnknownFeatureError
 
 from . import _compat
 from ._buffers import BufferPool, StagingRing
+from .node_attrs import NodeAttrs
 from ._cast import cast_rows, resolve_dtype
 from .relational import NTYPE
 from .budget import (LoaderPlan, available_memory, limit_allocator_slack, parse_size,
@@ -54,8 +55,9 @@ def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
 
     ``("paper", "train")`` (a split), ``("paper", ids)`` (or DGL's ``{"paper": ids}``),
     ``"train"`` (a split of the only node type), ``ids`` (homogeneous store) or ``None``
-    (every node of the only node type, as PyG's ``input_nodes=None``). ``ids`` may also be
-    a boolean mask over the node type's nodes, as in PyG (``("paper", train_mask)``).
+    (every node of the only node type, as PyG's ``input_nodes=None``); as in PyG, ``"paper"``
+    or ``("paper", None)`` is every node of that type. ``ids`` may also be a boolean mask
+    over the node type's nodes, as in PyG (``("paper", train_mask)``).
     """
     if input_nodes is None:
         ntype = store.resolve_ntype(None)
@@ -69,7 +71,13 @@ def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
         input_nodes = next(iter(input_nodes.items()))
     if isinstance(input_nodes, tuple) and len(input_nodes) == 2 and isinstance(input_nodes[0], str):
         ntype, what = input_nodes
+        if what is None:  # PyG's ("paper", None): every node of the type
+            ntype = store.resolve_ntype(ntype)
+            return ntype, np.arange(store.num_nodes(ntype), dtype=np.int64)
         ids = store.split(what, ntype) if isinstance(what, str) else what
+    elif isinstance(input_nodes, str) and input_nodes in store.node_types \
+            and input_nodes not in store.split_names:  # PyG's "paper": every node of the type
+        return input_nodes, np.arange(store.num_nodes(input_nodes), dtype=np.int64)
     elif isinstance(input_nodes, str):
         ntype = store.resolve_ntype(None)
         ids = store.split(input_nodes, ntype)
@@ -96,6 +104,18 @@ def resolve_input_nodes(store, input_nodes) -> tuple[str, np.ndarray]:
         raise IdsOutOfRangeError(f"Expected input nodes in [0, {n}) for node type {ntype!r} of "
                                  f"{store.url}. Got ids in [{ids.min()}, {ids.max()}] instead.")
     return ntype, ids.astype(np.int64, copy=False)
+
+
+def is_mask_input(input_nodes) -> bool:
+    """Whether ``input_nodes`` gives its seeds as a boolean mask (PyG then reports each
+    seed's node id as its ``input_id``, where ids given as indices report their position)."""
+    if isinstance(input_nodes, dict) and len(input_nodes) == 1:
+        input_nodes = next(iter(input_nodes.values()))
+    elif isinstance(input_nodes, tuple) and len(input_nodes) == 2 \
+            and isinstance(input_nodes[0], str):
+        input_nodes = input_nodes[1]
+    dtype = getattr(input_nodes, "dtype", None)
+    return dtype in (torch.bool, np.bool_)
 
 
 def _as_store(data):
@@ -295,6 +315,12 @@ class NeighborLoader:
         ``output="dgl"`` yields blocks with ``srcdata``/``dstdata[dgl.NTYPE]`` and
         ``edata[dgl.ETYPE]`` (also ``edata["etype"]``). Fanouts then count per node over
         all its edge types, as on the homogenised graph (``fanout_per="node"``).
+    attrs
+        Per-node values (``"year"``) and split masks (``"train_mask"``, ``"val_mask"``,
+        ``"test_mask"``) carried into each batch for every sampled node, as PyG slices node
+        attributes (``batch["paper"].year``); ``"all"`` for every one the store has. Default:
+        all of them when ``data`` is a PyG view (``PygNodePropPredDataset(...)[0]``,
+        ``OGB_MAG(...)[0]``) and ``output="pyg"``, else none.
     fanout_per
         ``"edge_type"`` (PyG's and DGL's typed sampling: each fanout per node and edge type)
         or ``"node"`` (per node over all its edge types together, uniformly: what a sampler
@@ -390,9 +416,10 @@ class NeighborLoader:
                  presample_epochs: int = 1, fanout_order: str | None = None,
                  transform: Callable[[Any], Any] | None = None, pin_memory: bool = False,
                  dtype=None, homogeneous: bool = False, fanout_per: str | None = None,
-                 **kwargs):
+                 attrs=None, **kwargs):
         # a PyG/DGL-like view (loaders.datasets) stands for its store and names its output
         output = output or getattr(store, "default_output", "raw")
+        pyg_view = getattr(store, "default_output", None) == "pyg"
         store = _as_store(store)
         if output not in OUTPUTS:
             raise LoaderArgumentError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
@@ -411,7 +438,9 @@ class NeighborLoader:
         self.rank, self.world_size = int(rank), int(world_size)
         self.store = store
         self.seed_type, self.input_nodes = resolve_input_nodes(store, input_nodes)
-        if self.input_nodes.shape[0] < self.world_size:
+        # PyG's input_id: positions in input_nodes, or the node ids when a mask gave them
+        self._input_id = self.input_nodes if is_mask_input(input_nodes) else None
+        if 0 < self.input_nodes.shape[0] < self.world_size:
             raise LoaderArgumentError(
                 f"Expected at least world_size={self.world_size} input nodes (one per rank). "
                 f"Got {self.input_nodes.shape[0]}: every rank would get no batch.")
@@ -432,6 +461,12 @@ class NeighborLoader:
                                    ("cuda" if torch.cuda.is_available() else "cpu"))
         self.pin = self.device.type == "cuda" or (peer.pin_memory and torch.cuda.is_available())
         self._setup_features(feature, dtype, labels, homogeneous)
+        if attrs and homogeneous:
+            raise LoaderArgumentError("Expected attrs=None with homogeneous=: the relational "
+                                      "view carries x, y, node_type and edge_type only.")
+        if attrs is None:  # PyG slices every node attribute of data into the batch
+            attrs = "all" if pyg_view and not homogeneous and output == "pyg" else ()
+        self._attrs = NodeAttrs(store, attrs)
         self._chunked = False  # tests set it to run the device path's chunking on the CPU
         # one staging ring per live iterator: two iterators gathering at once would otherwise
         # stage rows in each other's buffers (free rings are kept for the next epochs)
@@ -677,7 +712,8 @@ class NeighborLoader:
     # -- stages --------------------------------------------------------------------------
     def _sample(self, epoch: int, k: int, pos: np.ndarray) -> SampledSubgraph:
         return self.sampler.sample(self.input_nodes[pos], self.seed_type, seed=self.seed,
-                                   epoch=epoch, batch=k, input_id=pos)
+                                   epoch=epoch, batch=k,
+                                   input_id=pos if self._input_id is None else self._input_id[pos])
 
     def _cached_gather(self, t: str, ids: np.ndarray, out, stage=None) -> None:
         c = self.caches[t]
@@ -703,9 +739,10 @@ class NeighborLoader:
                 x[t] = self._take(t, sub.node[t].shape[0], wait)
                 self._fill(t, sub.node[t], x[t])
         ys = self._label_rows(sub)
+        attrs = self._attrs.rows(sub.node)
         if self.pin:
             ys = {t: v.pin_memory() for t, v in ys.items()}
-        return MiniBatch(sub, x, _seed_labels(sub, ys), torch.device("cpu"), ys)
+        return MiniBatch(sub, x, _seed_labels(sub, ys), torch.device("cpu"), ys, attrs)
 
     def _take(self, key: str, n: int, wait) -> torch.Tensor:
         """A batch buffer of ``n`` rows from the pool ``key`` (counting overflows)."""
@@ -775,9 +812,11 @@ class NeighborLoader:
                 x[t] = empty(sub.node[t].shape[0], t)
                 self._fill_device(t, sub.node[t], x[t], stream)
         ys = self._label_rows(sub)
+        attrs = self._attrs.rows(sub.node)
         with _on(stream):
             ys = {t: v.to(dev) for t, v in ys.items()}
-        mb = MiniBatch(sub, x, _seed_labels(sub, ys), dev, ys)
+            attrs = {t: {k: v.to(dev) for k, v in a.items()} for t, a in attrs.items()}
+        mb = MiniBatch(sub, x, _seed_labels(sub, ys), dev, ys, attrs)
         with _on(stream):
             out = self._convert(mb)  # edge tensors go to the device on the side stream too
         ready = None

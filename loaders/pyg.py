@@ -67,6 +67,8 @@ def to_pyg(mb: MiniBatch) -> Data | HeteroData:
         y = mb.y_all.get(t, mb.y)  # a MiniBatch made without y_all: the seeds' only
         if y is not None:
             d.y = y
+        for name, v in mb.attrs.get(t, {}).items():
+            d[name] = v
         if isinstance(mb, HomogeneousBatch):  # the relational view: types per node and edge
             d.node_type, d.edge_type = mb.node_type, mb.edge_type
         return d
@@ -79,6 +81,8 @@ def to_pyg(mb: MiniBatch) -> Data | HeteroData:
             h[t].x = mb.x[t]
         if t in mb.y_all:
             h[t].y = mb.y_all[t]
+        for name, v in mb.attrs.get(t, {}).items():
+            h[t][name] = v
     for et in sub.row:
         key = tuple(et)
         h[key].edge_index = _edge_index(sub, et, dev)

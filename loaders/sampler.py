@@ -89,7 +89,8 @@ class MiniBatch:
     rows for each node type that has them, ``y`` the labels of the seeds, and ``y_all`` the
     labels (int64) of every sampled node of each node type with a ``label`` value array, in
     ``subgraph.node[ntype]`` order, all on ``device``. The seeds come first, so ``y`` is
-    ``y_all[subgraph.seed_type][:batch_size]`` (a view of it).
+    ``y_all[subgraph.seed_type][:batch_size]`` (a view of it). ``attrs`` holds, per node type,
+    the values and split masks the loader carries (``attrs=``), in the same order.
     """
 
     subgraph: SampledSubgraph
@@ -97,6 +98,7 @@ class MiniBatch:
     y: torch.Tensor | None
     device: torch.device
     y_all: dict[str, torch.Tensor] = field(default_factory=dict)
+    attrs: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
 
 
 def _as_etype(et) -> EdgeType:

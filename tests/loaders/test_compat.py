@@ -177,3 +177,68 @@ def test_dgl_dict_of_seeds(hetero_store):
     assert a.seed_type == "paper" and np.array_equal(a.input_nodes, ids)
     with pytest.raises(LoaderArgumentError, match="one node type"):
         NeighborLoader(hetero_store, [2], {"paper": ids, "author": ids[:3]}, device="cpu")
+
+
+def test_mask_seeds_report_node_ids_as_input_id(hetero_store):
+    """PyG reports a mask's seeds by node id in input_id (ids given as indices: positions)."""
+    n = hetero_store.num_nodes("paper")
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[[20, 23, 28, 37, 45]] = True
+    ld = NeighborLoader(hetero_store, [2], ("paper", mask), batch_size=5, output="pyg",
+                        device="cpu")
+    b = next(iter(ld))
+    assert b["paper"].input_id.tolist() == [20, 23, 28, 37, 45]
+    assert b["paper"].n_id[:5].tolist() == [20, 23, 28, 37, 45]
+    ids = torch.tensor([45, 20, 37])
+    b = next(iter(NeighborLoader(hetero_store, [2], ("paper", ids), batch_size=3,
+                                 output="pyg", device="cpu")))
+    assert b["paper"].input_id.tolist() == [0, 1, 2]
+
+
+def test_node_type_name_and_empty_seeds_as_pyg(hetero_store):
+    """"paper" and ("paper", None) are every paper node; no seeds give no batches."""
+    n = hetero_store.num_nodes("paper")
+    for inputs in ("paper", ("paper", None)):
+        ld = NeighborLoader(hetero_store, [2], inputs, batch_size=64, device="cpu")
+        assert ld.seed_type == "paper"
+        np.testing.assert_array_equal(ld.input_nodes, np.arange(n))
+    ld = NeighborLoader(hetero_store, [2], ("paper", torch.empty(0, dtype=torch.int64)),
+                        batch_size=8, device="cpu")
+    assert len(ld) == 0 and list(ld) == []
+
+
+def test_batches_carry_node_values_and_masks_as_pyg(hetero_store_path):
+    """From a PyG view every node attribute reaches the batch, sliced by n_id, as PyG's loader
+    slices data's; from a bare store only the attrs asked for."""
+    import featurestore as fs
+    from loaders.datasets import OGB_MAG
+    from loaders.node_attrs import available_attrs
+
+    data = OGB_MAG(hetero_store_path)[0]
+    s = data.store
+    year = np.asarray(s.values("paper", "year"))
+    masks = {}
+    for mask, split in (("train_mask", "train"), ("val_mask", "valid"), ("test_mask", "test")):
+        name = next(n for n in (split, "val", "test-dev") if n in s.split_names)
+        m = np.zeros(s.num_nodes("paper"), bool)
+        m[s.split(name, "paper")] = True
+        masks[mask] = m
+    assert available_attrs(s, "paper") == ["year", *masks]
+    b = next(iter(NeighborLoader(data, [3, 2], ("paper", "train"), batch_size=32,
+                                 device="cpu")))
+    n_id = b["paper"].n_id.numpy()
+    np.testing.assert_array_equal(b["paper"].year.numpy(), year[n_id])
+    for mask, m in masks.items():
+        assert b["paper"][mask].dtype == torch.bool
+        np.testing.assert_array_equal(b["paper"][mask].numpy(), m[n_id])
+    assert "train_mask" not in b["author"]  # the splits hold papers only
+    with fs.open_store(hetero_store_path) as store:
+        bare = next(iter(NeighborLoader(store, [3], ("paper", "train"), batch_size=8,
+                                        output="pyg", device="cpu")))
+        assert "year" not in bare["paper"]
+        one = next(iter(NeighborLoader(store, [3], ("paper", "train"), batch_size=8,
+                                       output="pyg", device="cpu", attrs=["year"])))
+        np.testing.assert_array_equal(one["paper"].year.numpy(), year[one["paper"].n_id])
+        assert "train_mask" not in one["paper"]
+        with pytest.raises(LoaderArgumentError, match="attrs"):
+            NeighborLoader(store, [3], ("paper", "train"), attrs=["nope"], device="cpu")

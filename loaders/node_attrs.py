@@ -1,0 +1,90 @@
+"""Per-node values (``year``, ...) and split masks (``train_mask``, ...) of the sampled nodes,
+carried into each batch as PyG's ``NeighborLoader`` slices every node attribute of ``data``.
+
+A value is a fancy index of the store's value array by the batch's node ids; a mask is a
+membership test of the ids in the split's sorted ids (``searchsorted``: nothing of the size of
+the node type is built).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .errors import LoaderArgumentError
+
+__all__ = ["NodeAttrs", "available_attrs"]
+
+
+def _mask_splits(store, ntype: str) -> dict[str, str]:
+    """``{mask name: stored split name}`` of the splits that hold nodes of ``ntype``."""
+    from .datasets import SPLITS
+
+    out = {}
+    for mask, _, names in SPLITS.values():
+        for name in names:
+            if name in store.split_names and ntype in store.meta.splits[name]:
+                out[mask] = name
+                break
+    return out
+
+
+def available_attrs(store, ntype: str) -> list[str]:
+    """What a batch can carry for ``ntype``: its value arrays but ``label`` (that is ``y``),
+    then the masks of the splits that hold nodes of the type."""
+    return [v for v in store.value_names(ntype) if v != "label"] + list(_mask_splits(store, ntype))
+
+
+class NodeAttrs:
+    """The attributes a loader carries per node type, and :meth:`rows` to read a batch's.
+
+    Parameters
+    ----------
+    store
+        The store.
+    attrs
+        ``"all"`` (every name :func:`available_attrs` lists, per type), or names; a name no
+        node type has raises :class:`~loaders.errors.LoaderArgumentError`.
+    """
+
+    def __init__(self, store, attrs):
+        self.per_type: dict[str, list[tuple[str, np.ndarray, bool]]] = {}
+        if not attrs:
+            return
+        names = None if attrs == "all" else [attrs] if isinstance(attrs, str) else list(attrs)
+        found = set()
+        for t in store.node_types:
+            masks = _mask_splits(store, t)
+            keep = []
+            for name in available_attrs(store, t):
+                if names is not None and name not in names:
+                    continue
+                found.add(name)
+                if name in masks:
+                    keep.append((name, np.sort(np.asarray(store.split(masks[name], t))), True))
+                else:
+                    keep.append((name, store.values(t, name), False))
+            if keep:
+                self.per_type[t] = keep
+        missing = sorted(set(names or ()) - found)
+        if missing:
+            have = {t: available_attrs(store, t) for t in store.node_types}
+            raise LoaderArgumentError(f"Expected attrs among the node values and split masks "
+                                      f"of {store.url}: {have}. Got {missing} instead.")
+
+    def rows(self, node: dict[str, np.ndarray]) -> dict[str, dict[str, torch.Tensor]]:
+        """Per node type, each attribute of the nodes ``node[t]`` (in that order)."""
+        out = {}
+        for t, attrs in self.per_type.items():
+            ids = node[t]
+            got = {}
+            for name, data, is_mask in attrs:
+                if is_mask:
+                    pos = np.searchsorted(data, ids)
+                    hit = pos < data.shape[0]
+                    hit[hit] = data[pos[hit]] == ids[hit]
+                    got[name] = torch.from_numpy(hit)
+                else:
+                    got[name] = torch.from_numpy(np.ascontiguousarray(data[ids]))
+            out[t] = got
+        return out
