@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from featurestore import Store, open_store
-from featurestore.errors import NotAStoreError, StoreNotFoundError
+from featurestore.errors import IdsOutOfRangeError, NotAStoreError, StoreNotFoundError
 
 from .errors import LoaderArgumentError
 
@@ -73,8 +73,12 @@ def _torch_ids(ids) -> torch.Tensor:
     return torch.from_numpy(np.array(ids, dtype=np.int64))
 
 
-def _index(key, n: int) -> np.ndarray:
-    """Row ids of ``key`` (int, slice, ids, boolean mask; torch or numpy) over ``n`` rows."""
+def _index(key, n: int, what: str = "rows") -> np.ndarray:
+    """Row ids of ``key`` (int, slice, ids, boolean mask; torch or numpy) over ``n`` rows.
+
+    Negative ids count from the end, as torch's; an id outside ``[-n, n)`` raises
+    :class:`IdsOutOfRangeError` naming ``what``.
+    """
     if isinstance(key, torch.Tensor):
         key = key.detach().cpu().numpy()
     if isinstance(key, slice):
@@ -85,30 +89,58 @@ def _index(key, n: int) -> np.ndarray:
             raise LoaderArgumentError(f"Expected a boolean mask of {n} entries. Got shape "
                                       f"{key.shape} instead.")
         return np.flatnonzero(key)
+    if key.dtype.kind == "i" and key.size and key.min() < 0:
+        low = int(key.min())
+        if low < -n:
+            raise IdsOutOfRangeError(f"Expected ids in [{-n}, {n}) for {what}. Got {low} "
+                                     f"at position {int(np.argmin(key.reshape(-1)))}.")
+        key = np.where(key < 0, key + n, key)
     return key
+
+
+def _expand_ellipsis(key: tuple, ndim: int) -> tuple:
+    """``key`` with its ``...`` replaced by the full slices it stands for, as torch reads it."""
+    at = [i for i, k in enumerate(key) if k is Ellipsis]
+    if not at:
+        return key
+    if len(at) > 1:
+        raise LoaderArgumentError(f"Expected at most one Ellipsis in an index. Got {key!r}.")
+    used = sum(k is not None for k in key) - 1
+    fill = (slice(None),) * max(ndim - used, 0)
+    return key[:at[0]] + fill + key[at[0] + 1:]
 
 
 class LazyRows:
     """A node feature or value array of a store that reads rows when indexed.
 
     It answers ``shape``, ``size()``, ``dim()``, ``dtype``, ``len()`` and ``device`` like a
-    tensor. ``rows[ids]`` (ids, a boolean mask, a slice or an int; torch or numpy) gathers
-    those rows into a tensor on ``device``. ``to(device)`` returns a view that puts gathered
-    rows there, without reading anything; :meth:`numpy` reads the whole array, explicitly.
+    tensor. ``rows[ids]`` (ids, a boolean mask, a slice or an int, negative ones counting
+    from the end; torch or numpy; ``rows[ids, 0]`` and ``rows[..., 0]`` too) gathers those
+    rows into a tensor on ``device``. ``to(device)`` returns a view that puts gathered rows
+    there, and ``squeeze(dim)``, ``unsqueeze(dim)``, ``view(...)`` and ``reshape(...)``
+    (those that keep the node dimension first) a view that shapes them; none of these reads
+    anything. :meth:`numpy` reads the whole array, explicitly.
     """
 
     def __init__(self, source, name: str, device="cpu", dtype: torch.dtype | None = None,
-                 column: bool = False):
+                 column: bool = False, row_shape: tuple | None = None):
         self._source = source  # a FeatureArray or a 1-D numpy vector (memory-mapped)
         self.name = name
         self.device = torch.device(device)
         self._cast = dtype  # a torch dtype the gathered rows are cast to, or None
-        self._column = column  # a 1-D vector seen as (N, 1), as OGB gives DGL's labels
+        src_row = tuple(source.shape[1:])
+        if row_shape is None:  # column: a 1-D vector seen as (N, 1), as OGB gives labels
+            row_shape = src_row + ((1,) if column else ())
+        row_shape = tuple(int(d) for d in row_shape)
+        if int(np.prod(row_shape)) != int(np.prod(src_row)):
+            raise LoaderArgumentError(f"Expected a row shape of {int(np.prod(src_row))} "
+                                      f"entries for {name}. Got {row_shape}.")
+        self._row_shape = row_shape
 
     @property
     def shape(self) -> torch.Size:
         """The array's shape: ``(num_nodes,)`` or ``(num_nodes, dim, ...)``."""
-        return torch.Size(tuple(self._source.shape) + ((1,) if self._column else ()))
+        return torch.Size((self._source.shape[0],) + self._row_shape)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -125,6 +157,8 @@ class LazyRows:
         """The number of dimensions."""
         return len(self.shape)
 
+    ndim = property(dim)
+
     def __len__(self) -> int:
         return self._source.shape[0]
 
@@ -132,25 +166,61 @@ class LazyRows:
         return f"LazyRows({self.name!r}, shape={tuple(self.shape)}, dtype={self.dtype})"
 
     def __getitem__(self, key) -> torch.Tensor:
+        if key is Ellipsis:
+            key = (Ellipsis,)
         if isinstance(key, tuple):  # rows first, then the rest of the key on the tensor
+            key = _expand_ellipsis(key, self.dim())
+            if not key:
+                return self[slice(None)]
             rows = self[key[0]]
             lead = () if isinstance(key[0], (int, np.integer)) else (slice(None),)
             return rows[lead + key[1:]]
-        if self._column:
-            return self.__class__(self._source, self.name, self.device, self._cast)[key][..., None]
         scalar = isinstance(key, (int, np.integer))
-        ids = _index(key, len(self))
+        ids = _index(key, len(self), self.name)
         if hasattr(self._source, "gather"):
-            rows = self._source.gather(ids.reshape(-1)).reshape(ids.shape + self._source.shape[1:])
+            rows = self._source.gather(ids.reshape(-1))
         else:
             from featurestore import check_ids
 
-            flat = check_ids(ids.reshape(-1), len(self), self.name)
-            rows = np.asarray(self._source[flat]).reshape(ids.shape)
-        out = torch.from_numpy(np.ascontiguousarray(rows))
+            rows = np.asarray(self._source[check_ids(ids.reshape(-1), len(self), self.name)])
+        out = torch.from_numpy(np.ascontiguousarray(rows).reshape(ids.shape + self._row_shape))
         if self.device.type != "cpu" or self._cast is not None:
             out = out.to(self.device, self._cast)
         return out[()] if scalar else out
+
+    def _shaped(self, shape, how: str) -> LazyRows:
+        """A view of ``shape`` (computed on a meta tensor); the node dimension must stay."""
+        shape = tuple(shape)
+        if not shape or shape[0] != len(self):
+            raise LoaderArgumentError(
+                f"Expected {how} to keep the node dimension ({len(self)}) first for "
+                f"{self.name}, which is read lazily. Got shape {shape}: read the rows first "
+                f"({self.name.split('.')[-1]}[:].{how}).")
+        return LazyRows(self._source, self.name, self.device, self._cast, row_shape=shape[1:])
+
+    def _meta(self) -> torch.Tensor:
+        return torch.empty(self.shape, device="meta")
+
+    def squeeze(self, dim=None) -> LazyRows:
+        """A view without the size-1 dimension(s) ``dim``, as ``Tensor.squeeze``."""
+        meta = self._meta()
+        out = meta.squeeze() if dim is None else meta.squeeze(dim)
+        return self._shaped(out.shape, "squeeze(...)")
+
+    def unsqueeze(self, dim: int) -> LazyRows:
+        """A view with a size-1 dimension at ``dim`` (not 0), as ``Tensor.unsqueeze``."""
+        return self._shaped(self._meta().unsqueeze(dim).shape, "unsqueeze(...)")
+
+    def view(self, *shape) -> LazyRows:
+        """A view of ``shape`` that keeps the node dimension first (``y.view(-1)`` of an
+        ``(N, 1)`` column), as ``Tensor.view``."""
+        return self._shaped(self._meta().reshape(*shape).shape, "view(...)")
+
+    reshape = view
+
+    def flatten(self) -> LazyRows:
+        """A 1-D view (an ``(N, 1)`` column as ``(N,)``), as ``Tensor.flatten``."""
+        return self.view(-1)
 
     def to(self, *args, **kwargs) -> LazyRows:
         """A view whose gathered rows go to a device and/or dtype, as ``Tensor.to`` takes
@@ -163,7 +233,7 @@ class LazyRows:
             elif a is not None:
                 device = a
         return LazyRows(self._source, self.name, self.device if device is None else device,
-                        self._cast if dtype is None else dtype, self._column)
+                        self._cast if dtype is None else dtype, row_shape=self._row_shape)
 
     def float(self) -> LazyRows:
         """A view whose gathered rows are ``float32``."""
@@ -175,21 +245,24 @@ class LazyRows:
 
     def numpy(self) -> np.ndarray:
         """The whole array, read from the store (a read-only memory map when local)."""
-        return self._source.numpy() if hasattr(self._source, "numpy") else self._source
+        arr = self._source.numpy() if hasattr(self._source, "numpy") else self._source
+        return arr.reshape(tuple(self.shape))
 
 
 class NodeView:
     """The attributes of one node type: ``x``, ``y``, value arrays, split masks, ``num_nodes``.
 
     ``x`` is the ``feat`` feature and ``y`` the ``label`` values; other features and value
-    arrays answer under their own names. Deleting an attribute (``del data['paper'].year``)
-    hides it from this view only.
+    arrays answer under their own names; a split mask only on the node types the split has.
+    Deleting an attribute (``del data['paper'].year``) hides it from this view only.
+    ``label_column=True`` gives ``y`` as an ``(N, 1)`` column, as OGB's datasets do.
     """
 
-    def __init__(self, store: Store, ntype: str, device="cpu"):
+    def __init__(self, store: Store, ntype: str, device="cpu", label_column: bool = False):
         object.__setattr__(self, "_store", store)
         object.__setattr__(self, "_node_type", ntype)
         object.__setattr__(self, "_device", device)
+        object.__setattr__(self, "_label_column", label_column)
         object.__setattr__(self, "_hidden", set())
         object.__setattr__(self, "_masks", {})
 
@@ -210,9 +283,8 @@ class NodeView:
         st, t = self._store, self._node_type
         names = [("x" if f == "feat" else f) for f in st.feature_names(t)]
         names += [("y" if v == "label" else v) for v in st.value_names(t)]
-        splits = st.split_names
-        names += [mask for key, (mask, _, names_) in SPLITS.items()
-                  if any(s in splits for s in names_)]
+        names += [mask for key, (mask, _, _) in SPLITS.items()
+                  if t in st.meta.splits.get(split_name(st, key), ())]
         return [n for n in names if n not in self._hidden]
 
     def __contains__(self, name: str) -> bool:
@@ -236,9 +308,10 @@ class NodeView:
             return LazyRows(st.features(t, feat), f"{t}.{name}", self._device)
         value = _VALUE_ALIASES.get(name, name)
         if value in st.value_names(t):
-            return LazyRows(st.values(t, value), f"{t}.{name}", self._device)
+            column = self._label_column and value == "label"
+            return LazyRows(st.values(t, value), f"{t}.{name}", self._device, column=column)
         for key, (mask, _, _) in SPLITS.items():
-            if name == mask:
+            if name == mask and t in st.meta.splits.get(split_name(st, key), ()):
                 return self.mask(key)
         if name == "edge_index":
             raise AttributeError(
@@ -329,27 +402,36 @@ class StoreData(_Typed):
     ...; stores of several types answer ``data['paper'].x`` and ``data[edge_type].num_edges``.
     ``to(device, ...)`` returns the view itself: batches go where the loader's ``device=``
     says. A loader given this view yields PyG batches (``output="pyg"``) by default.
+    ``label_column=True`` gives ``y`` as an ``(N, 1)`` column, as OGB's
+    ``PygNodePropPredDataset`` does (the loader's batches keep ``y`` as ``(B,)``).
     """
 
     default_output = "pyg"
 
+    def __init__(self, store: Store, device="cpu", label_column: bool = False):
+        super().__init__(store, device)
+        object.__setattr__(self, "label_column", label_column)
+
+    def _node_view(self, ntype: str) -> NodeView:
+        return NodeView(self.store, ntype, self.device, self.label_column)
+
     def __getitem__(self, key):
         if isinstance(key, tuple):
             return _EdgeView(self.store, key)
-        return NodeView(self.store, self.store.resolve_ntype(key), self.device)
+        return self._node_view(self.store.resolve_ntype(key))
 
     def __getattr__(self, name: str):
-        if name.startswith("__"):
+        if name.startswith("__") or name == "label_column":
             raise AttributeError(name)
         if self.is_homogeneous:
-            return getattr(NodeView(self.store, self.node_types[0], self.device), name)
+            return getattr(self._node_view(self.node_types[0]), name)
         raise AttributeError(f"{self.store.url} has node types {self.node_types}: read "
                              f"data[node_type].{name}")
 
     @property
     def num_features(self) -> int:
         """The width of ``x`` of the labelled (or only) node type."""
-        return NodeView(self.store, self._target(), self.device).num_features
+        return self._node_view(self._target()).num_features
 
     def _target(self) -> str:
         if len(self.node_types) == 1:
@@ -523,9 +605,13 @@ class _Dataset:
 class PygNodePropPredDataset(_Dataset):
     """OGB's ``PygNodePropPredDataset(name, root)`` over the store at ``root`` (or ``root/name``).
 
-    ``dataset[0]`` is a :class:`StoreData` view; ``get_idx_split()``, ``num_classes`` and
-    ``num_features`` are OGB's.
+    ``dataset[0]`` is a :class:`StoreData` view whose ``y`` is an ``(N, 1)`` column, as OGB's
+    (``data.y.squeeze(1)`` and ``data.y[idx]`` work as there); ``get_idx_split()``,
+    ``num_classes`` and ``num_features`` are OGB's.
     """
+
+    def __getitem__(self, i: int) -> StoreData:
+        return StoreData(super().__getitem__(i).store, label_column=True)
 
 
 class OGB_MAG(_Dataset):  # noqa: N801 - PyG's name
@@ -552,13 +638,18 @@ class DglNodePropPredDataset(_Dataset):
     """OGB's ``DglNodePropPredDataset(name, root)`` over the store at ``root`` (or ``root/name``).
 
     ``dataset[0]`` is ``(graph, labels)``: a :class:`StoreGraph` and the labels as
-    :class:`LazyRows` of shape ``(N, 1)``, as OGB returns them (``labels[:, 0]`` works).
+    :class:`LazyRows` of shape ``(N, 1)``, as OGB returns them (``labels[:, 0]`` works). On a
+    store of several node types ``labels`` is, as OGB gives it for ``ogbn-mag``, a dictionary
+    ``{node_type: (N, 1) labels}`` of the node types that have labels.
     """
 
     def __getitem__(self, i: int):
-        g = StoreGraph(super().__getitem__(i).store)
-        y = g.ndata["label"]
-        return g, LazyRows(y._source, y.name, y.device, column=True)  # (N, 1), as OGB
+        store = super().__getitem__(i).store
+        g = StoreGraph(store)
+        if len(store.node_types) == 1:
+            return g, NodeView(store, store.node_types[0], label_column=True).y
+        return g, {t: NodeView(store, t, label_column=True).y for t in store.node_types
+                   if "label" in store.value_names(t)}
 
 
 class AsNodePredDataset:

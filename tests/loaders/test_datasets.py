@@ -6,7 +6,7 @@ import torch
 
 import featurestore as fs
 from loaders import NeighborLoader
-from loaders.datasets import (AsNodePredDataset, DglNodePropPredDataset, LazyRows,
+from loaders.datasets import (SPLITS, AsNodePredDataset, DglNodePropPredDataset, LazyRows,
                               PygNodePropPredDataset, StoreData, StoreGraph, as_store)
 from loaders.errors import LoaderArgumentError
 
@@ -27,7 +27,7 @@ def test_pyg_dataset_homogeneous(homo_store_path):
     assert tuple(data.x.shape) == feats.shape and data.x.size(-1) == feats.shape[1]
     ids = np.random.default_rng(0).integers(0, store.num_nodes(), 50)
     np.testing.assert_array_equal(data.x[torch.from_numpy(ids)].numpy(), feats.gather(ids))
-    np.testing.assert_array_equal(data.y[ids].numpy(), np.asarray(store.labels())[ids])
+    np.testing.assert_array_equal(data.y[ids].numpy(), np.asarray(store.labels())[ids, None])
     mask = np.zeros(store.num_nodes(), bool)
     mask[store.split("train")] = True
     np.testing.assert_array_equal(data.train_mask.numpy(), mask)
@@ -161,3 +161,80 @@ def test_typed_store_splits_nest_by_node_type_as_ogb(hetero_store_path):
         for nt, ids in per_type.items():
             assert ids.dtype == torch.int64
             np.testing.assert_array_equal(ids.numpy(), store.split(stored, nt))
+
+
+def test_split_masks_only_on_the_node_types_the_split_has(hetero_store_path):
+    """PyG's OGB_MAG: data['paper'] has train_mask, data['author'] has none."""
+    store = fs.open_store(hetero_store_path)
+    data = StoreData(store)
+    for t in store.node_types:
+        view = data[t]
+        for mask, _, names in SPLITS.values():
+            stored = next((n for n in names if n in store.split_names), None)
+            has = stored is not None and t in store.meta.splits[stored]
+            assert (mask in view.keys()) == has == (mask in view) == hasattr(view, mask)
+            if has:
+                want = np.zeros(store.num_nodes(t), bool)
+                want[np.asarray(store.split(stored, t))] = True
+                np.testing.assert_array_equal(getattr(view, mask).numpy(), want)
+    assert "train_mask" in data["paper"] and "train_mask" not in data["author"]
+    with pytest.raises(AttributeError, match="train_mask"):
+        _ = data["author"].train_mask
+
+
+def test_lazy_rows_index_as_torch(homo_store_path):
+    """Negative ids, Ellipsis and mixed keys give what the same key gives the full tensor."""
+    store = fs.open_store(homo_store_path)
+    n = store.num_nodes()
+    x = StoreData(store).x
+    full = torch.from_numpy(np.array(store.features().numpy()))
+    keys = [-1, 0, n - 1, -n, torch.tensor([-1, 0, -n]), np.array([-2, 3]), [-1, -1],
+            torch.tensor([[1, -2], [-3, 4]]), (Ellipsis, 0), Ellipsis, (-1, Ellipsis),
+            (torch.tensor([-1, 2]), -1), (slice(None, 4), Ellipsis, 1), (), (-2, 1),
+            (slice(-5, None), slice(1, 3)), torch.tensor([-1], dtype=torch.int32)]
+    for key in keys:
+        assert torch.equal(x[key], full[key]), key
+    for bad in (n, -n - 1, torch.tensor([0, -n - 1]), np.array([n])):
+        with pytest.raises(fs.errors.IdsOutOfRangeError):
+            x[bad]
+        with pytest.raises(IndexError):  # torch raises IndexError too
+            full[torch.as_tensor(bad)]
+
+
+def test_ogb_pyg_y_is_a_column_and_squeezes(homo_store_path, hetero_store_path):
+    """OGB's PygNodePropPredDataset: data.y is (N, 1) (read_csv(...).values); scripts write
+    data.y.squeeze(1), data.y[idx] against out.argmax(-1, keepdim=True). PyG's OGB_MAG and a
+    bare StoreData keep y as (N,)."""
+    from loaders.datasets import OGB_MAG
+
+    store = fs.open_store(homo_store_path)
+    want = torch.from_numpy(np.asarray(store.labels()).astype(np.int64))
+    ogb = torch.from_numpy(np.asarray(store.labels()).astype(np.int64)[:, None])  # OGB's y
+    ds = PygNodePropPredDataset(root=homo_store_path)
+    y = ds[0].y
+    assert y.shape == ogb.shape and y.dim() == 2 and len(y) == store.num_nodes()
+    idx = ds.get_idx_split()["train"][:7]
+    assert torch.equal(y[idx], ogb[idx]) and torch.equal(y[idx].squeeze(1), ogb[idx].squeeze(1))
+    for view in (y.squeeze(1), y.squeeze(-1), y.squeeze(), y.view(-1), y.reshape(-1),
+                 y.flatten()):
+        assert view.shape == want.shape
+        assert torch.equal(view[idx], want[idx]) and torch.equal(view[:], want)
+    assert y.squeeze(1).unsqueeze(1).shape == ogb.shape
+    np.testing.assert_array_equal(y.numpy(), ogb.numpy())
+    assert torch.equal(y.to(torch.float64)[idx], ogb[idx].double())
+    with pytest.raises(LoaderArgumentError, match="node dimension"):
+        StoreData(store).x.view(-1)
+    with pytest.raises(IndexError):
+        StoreData(store).y.squeeze(1)  # torch: (N,) has no dimension 1
+    assert StoreData(store).y.shape == want.shape
+    assert OGB_MAG(hetero_store_path)[0]["paper"].y.dim() == 1
+    paper = PygNodePropPredDataset(root=hetero_store_path)[0]["paper"]
+    assert tuple(paper.y.shape) == (paper.num_nodes, 1)
+
+
+def test_loader_batches_keep_y_flat_from_the_ogb_view(homo_store_path):
+    ds = PygNodePropPredDataset(root=homo_store_path)
+    train = ds.get_idx_split()["train"][:64]
+    b = next(iter(NeighborLoader(ds[0], [3], train, batch_size=32, device="cpu")))
+    labels = torch.from_numpy(np.asarray(ds.store.labels()).astype(np.int64))
+    assert b.y.dim() == 1 and torch.equal(b.y[:b.batch_size], labels[b.n_id[:b.batch_size]])
