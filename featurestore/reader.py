@@ -314,6 +314,7 @@ class Store:
         self._lock = forksafe.RLock()
         self._gate = forksafe.Lock()  # guards _inflight and _closed
         self._inflight = 0
+        self._pid = os.getpid()  # whose gathers _inflight counts (a forked child starts at 0)
         self._closed = False
         self._checked_at = time.monotonic()
         self._zstore = None
@@ -344,6 +345,7 @@ class Store:
         """
         with self._gate:
             self._closed = True
+            self._own_count()
         while self._inflight:  # reads in flight finish first (close is rare: poll)
             time.sleep(0.001)
         with self._lock:
@@ -357,11 +359,18 @@ class Store:
             raise ClosedStoreError(f"The store {self.url} was closed"
                                    f"{f'; cannot read {what}' if what else ''}. Open it again.")
 
+    def _own_count(self) -> None:
+        """In a forked child, forget the parent's reads in flight (their threads are not
+        here); the caller holds ``_gate``."""
+        if self._pid != os.getpid():
+            self._pid, self._inflight = os.getpid(), 0
+
     def _enter(self, what: str) -> None:
         """A read starts: the store's maps and descriptors stay alive until :meth:`_exit`."""
         with self._gate:
             if self._closed:
                 self._check_open(what)
+            self._own_count()
             self._inflight += 1
 
     def _exit(self) -> None:
@@ -634,14 +643,21 @@ class Store:
             self._check_chunks_present(key, json.loads(raw))
         import zarr
 
-        if self._zstore is None:  # the caller, row_reader, holds self._lock
-            self._zstore = self.loc.zarr_store(read_only=True)
+        url, opts = self.url, self._args["storage_options"]
+
+        def reopen():  # a forked child's own zarr store: the parent's client is bound to its
+            return zarr.open_array(  # loop and shares its connections
+                store=Location(url, opts).zarr_store(read_only=True), path=key, mode="r")
+
+        if self._zstore is None or self._zstore[0] != os.getpid():  # caller holds self._lock
+            self._zstore = (os.getpid(), self.loc.zarr_store(read_only=True))
         try:
-            z = zarr.open_array(store=self._zstore, path=key, mode="r")
+            z = zarr.open_array(store=self._zstore[1], path=key, mode="r")
         except Exception as e:  # zarr's own metadata errors
             raise CorruptStoreError(f"zarr cannot open array {key} of {self.url} ({file}): "
                                     f"{type(e).__name__}: {e}") from e
-        return ZarrRows(z, cache_bytes=self.cache_bytes, name=f"{self.url}/{key}")
+        return ZarrRows(z, cache_bytes=self.cache_bytes, name=f"{self.url}/{key}",
+                        reopen=None if self.loc.is_local else reopen)
 
     def _range_rows(self, key: str, layout) -> RangeRows:
         """A remote v1 array's reader: its own pooled client, remade after ``fork``."""

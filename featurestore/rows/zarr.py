@@ -6,6 +6,7 @@ and keeps the decoded ones in a bounded LRU cache (``cache_bytes``).
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 
 import numpy as np
@@ -29,12 +30,17 @@ class ZarrRows(RowReader):
         Chunks read at once.
     name
         A name for messages.
+    reopen
+        Opens the array again in a child process after ``fork`` (a remote store's client is
+        bound to the parent's event loop and shares its connections: a child reading through
+        it fails, and its answers can reach the parent's reads). ``None`` keeps the array
+        (a local store's files can be shared).
     """
 
     def __init__(self, zarray, cache_bytes: int = 256 << 20, io_threads: int = 16,
-                 name: str = ""):
+                 name: str = "", reopen=None):
         super().__init__(tuple(zarray.shape), np.dtype(zarray.dtype), name or str(zarray))
-        self.z = zarray
+        self._z, self._pid, self._reopen = zarray, os.getpid(), reopen
         self.chunk_rows = int(zarray.chunks[0])
         self.cache_bytes = cache_bytes
         self.io_threads = io_threads
@@ -43,6 +49,15 @@ class ZarrRows(RowReader):
         self._lock = forksafe.Lock()
         self._pool = ForkSafePool(io_threads, "fs-zarr")
         self.hits = self.misses = 0
+
+    @property
+    def z(self):
+        """The zarr array, opened again after ``fork`` when a ``reopen`` was given."""
+        if self._reopen is not None and self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._z, self._pid = self._reopen(), os.getpid()
+        return self._z
 
     def _chunk(self, c: int) -> np.ndarray:
         lo = c * self.chunk_rows

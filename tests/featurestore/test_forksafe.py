@@ -165,3 +165,61 @@ def test_store_gathers_in_a_child_forked_while_its_locks_were_held(tmp_path):
     got = _held_during_fork(locks, _gather_in_child, s, ids)
     np.testing.assert_array_equal(np.asarray(got, np.float32), x[ids])
     s.close()
+
+
+def _gather_inherited(q, ids):
+    try:
+        q.put(_HELD[0].features("v").gather(ids).tolist())
+    except Exception as e:  # noqa: BLE001 - reported to the parent
+        q.put(f"{type(e).__name__}: {e}")
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["ranges", "zarr"])
+def test_child_reads_the_parents_open_remote_store(server, compressed):
+    """A forked worker gathers through the store object it inherited (its own client, not the
+    parent's), and the parent's reads stay right afterwards (a child reading through the
+    parent's pooled connections could hand the parent another request's bytes)."""
+    zarr = pytest.importorskip("zarr")
+    root, base, _ = server
+    x = np.random.default_rng(3).standard_normal((2000, 12)).astype(np.float32)
+    extra = {"compressors": zarr.codecs.ZstdCodec()} if compressed else {}
+    name = f"inherited-{compressed}"
+    write_array_store(x, root / name, **extra)
+    _HELD.append(fs.open_store(f"{base}/{name}", storage_options=_opts(), cache_bytes=0))
+    ids = np.arange(0, 1000, 7)
+    np.testing.assert_array_equal(_HELD[0].features("v").gather(ids), x[ids])
+    for k in range(3):
+        other = np.arange(1000 + k, 2000, 11)
+        got = _in_child(_gather_inherited, other)
+        assert not isinstance(got, str), got
+        np.testing.assert_array_equal(np.asarray(got, np.float32), x[other])
+        np.testing.assert_array_equal(_HELD[0].features("v").gather(ids), x[ids])
+
+
+def _close_in_child(q, s):
+    s.close()
+    q.put(s.closed)
+
+
+def test_close_in_a_child_forked_during_a_parent_gather(tmp_path):
+    """The parent's reads in flight at fork are not the child's to wait for."""
+    import threading
+
+    x = np.zeros((10, 2), np.float32)
+    s = fs.open_store(write_array_store(x, tmp_path / "s"))
+    inside, done = threading.Event(), threading.Event()
+
+    def read():
+        with s._using("a gather"):  # what a gather holds while it runs
+            inside.set()
+            done.wait(60)
+
+    t = threading.Thread(target=read)
+    t.start()
+    inside.wait(10)
+    try:
+        assert _in_child(_close_in_child, s) is True
+    finally:
+        done.set()
+        t.join()
+    s.close()
