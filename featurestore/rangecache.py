@@ -50,7 +50,7 @@ def _hash(s: str, n: int) -> str:
 class _Entry:
     """The local copy of one remote file: data descriptor, block states, size."""
 
-    def __init__(self, base: str, path: str, size: int, block_bytes: int):
+    def __init__(self, base: str, path: str, size: int, block_bytes: int, reset: bool = False):
         self.path, self.size, self.block_bytes = path, int(size), int(block_bytes)
         self.nblocks = -(-self.size // self.block_bytes)
         self.fd, fresh = _open_data(base + ".data")
@@ -66,8 +66,9 @@ class _Entry:
         self.state = (np.memmap(base + ".state", dtype=np.uint8, mode="r+",
                                 shape=(self.nblocks,)) if self.nblocks else
                       np.zeros(0, np.uint8))
-        if fresh:  # a .data made (or resized) here holds none of the blocks .state may list:
-            self.state[:] = 0  # forgetting them costs refetches; keeping them serves zeros
+        if fresh or reset:  # a .data made (or resized) here holds none of the blocks .state
+            self.state[:] = 0  # may list, nor does a .state beside a .json made here count
+            # this block size: forgetting costs refetches; keeping them serves zeros
 
     def close(self) -> None:
         """Close the data descriptor and unmap the states (idempotent)."""
@@ -138,18 +139,43 @@ class RangeCacheFileSystem(AbstractFileSystem):
             if e is not None:
                 return e
             base = os.path.join(self.storage, _hash(path, 24))
+            size, block, made = self._meta(base, path)
+            e = self._entries[path] = _Entry(base, path, size, block, reset=made)
+            return e
+
+    def _meta(self, base: str, path: str) -> tuple[int, int, bool]:
+        """``(size, block bytes, made)`` of ``path``'s cache files from their ``.json``; made
+        (with this reader's block size) when missing or unreadable. The first ``.json``
+        written wins, so every reader counts the shared ``.state`` in one block size; a made
+        one means the ``.state`` beside it may count another's blocks (``made``: reset it)."""
+        for _ in range(3):
             try:
                 with open(base + ".json", "rb") as f:
                     meta = json.load(f)
-                size, block = int(meta["size"]), int(meta["block_bytes"])
-            except (FileNotFoundError, ValueError, KeyError):
-                size, block = int(self.target.info(path)["size"]), self.block_bytes
-                tmp = f"{base}.json.{uuid.uuid4().hex}.tmp"
-                with open(tmp, "w") as f:
-                    json.dump({"path": path, "size": size, "block_bytes": block}, f)
+                return int(meta["size"]), int(meta["block_bytes"]), False
+            except FileNotFoundError:
+                broken = False
+            except (ValueError, KeyError, TypeError):
+                broken = True
+            size = int(self.target.info(path)["size"])
+            tmp = f"{base}.json.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "w") as f:
+                json.dump({"path": path, "size": size, "block_bytes": self.block_bytes}, f)
+            try:
+                if broken:
+                    os.replace(tmp, base + ".json")
+                else:
+                    os.link(tmp, base + ".json")  # fails if another reader wrote one first
+                return size, self.block_bytes, True
+            except FileExistsError:
+                continue  # read the winner's
+            except OSError:  # a file system without hard links: last writer wins
                 os.replace(tmp, base + ".json")
-            e = self._entries[path] = _Entry(base, path, size, block)
-            return e
+                return size, self.block_bytes, True
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+        raise OSError(f"Could not settle the cache metadata {base}.json in {self.storage}.")
 
     # -- reads --------------------------------------------------------------------------
     def cat_ranges(self, paths, starts, ends, max_gap=None, on_error="return", **kwargs):
@@ -172,15 +198,31 @@ class RangeCacheFileSystem(AbstractFileSystem):
             by_path: dict[str, list[int]] = {}
             for i in mine:
                 by_path.setdefault(paths[i], []).append(i)
-            bounds = {p: self._bounds(self._entry(p), [starts[i] for i in idx],
-                                      [ends[i] for i in idx]) for p, idx in by_path.items()}
-            self._fill(bounds)
+            entries, bounds = self._filled(by_path, starts, ends)
             for p, idx in by_path.items():
-                e, (lo, hi) = self._entries[p], bounds[p]
+                e, (lo, hi) = entries[p], bounds[p]
                 for i, a, b in zip(idx, lo.tolist(), hi.tolist()):
                     out[i] = os.pread(e.fd, b - a, a) if b > a else b""
                     self.stats["bytes_served"] += b - a
         return out
+
+    def _filled(self, by_path: dict, starts, ends) -> tuple[dict, dict]:
+        """The entries of ``by_path``'s files and the byte bounds asked of each, every block
+        of them in the local files. A ``.data`` deleted under us (``st_nlink`` 0) is dropped
+        and opened again: its blocks in another process's new file are not in ours."""
+        for _ in range(3):
+            entries = {p: self._entry(p) for p in by_path}
+            bounds = {p: self._bounds(entries[p], [starts[i] for i in idx],
+                                      [ends[i] for i in idx]) for p, idx in by_path.items()}
+            self._fill(bounds, entries)
+            stale = [e for e in entries.values() if os.fstat(e.fd).st_nlink == 0]
+            if not stale:
+                return entries, bounds
+            for e in stale:
+                self._forget(e)
+        raise OSError(f"The cache files of {sorted(by_path)} in {self.storage} were deleted "
+                      "again and again while being read: keep the cache_dir of a running "
+                      "reader in place.")
 
     def cat_file(self, path, start=None, end=None, **kwargs):
         """Bytes ``[start, end)`` of one file (negative ``start``: from the end)."""
@@ -197,11 +239,11 @@ class RangeCacheFileSystem(AbstractFileSystem):
         hi = np.where(hi < 0, e.size + hi, hi).clip(0, e.size)
         return lo, np.maximum(lo, hi)
 
-    def _fill(self, bounds: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    def _fill(self, bounds: dict[str, tuple[np.ndarray, np.ndarray]], entries: dict) -> None:
         """Fetch every missing block the ranges need, in one remote ``cat_ranges``."""
         req_paths, req_lo, req_hi, marks = [], [], [], []
         for p, (lo, hi) in bounds.items():
-            e = self._entries[p]
+            e = entries[p]
             blocks = _blocks_of(lo, hi, e.block_bytes)
             if not blocks.size:
                 continue
@@ -228,10 +270,19 @@ class RangeCacheFileSystem(AbstractFileSystem):
             # the bytes first, then the mark: never a hole (a full disk is no transport error)
             pwrite_all(e.fd, data, lo, f"{e.path} in the cache directory {self.storage}",
                        " Free space or choose another cache_dir.")
+            if os.fstat(e.fd).st_nlink == 0:  # our .data was deleted: a new one lacks these
+                continue  # bytes, so mark nothing (the caller opens the new one)
             e.state[a:b] = 1
             self.stats["bytes_fetched"] += hi - lo
         if first_error is not None:
             raise first_error
+
+    def _forget(self, e: _Entry) -> None:
+        """Drop ``e`` (its file was deleted): the next read of its path opens the new one.
+        ``e`` itself stays usable until it is garbage: a read in progress finishes on it."""
+        with self._lock:
+            if self._entries.get(e.path) is e:
+                del self._entries[e.path]
 
     def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None,
               **kwargs):

@@ -293,3 +293,47 @@ def test_lost_data_file_is_fetched_again_not_served_as_zeros(store, tmp_path, da
         np.testing.assert_array_equal(s.features("paper").gather(ids), x[ids])
         assert s.loc.fs.stats["requests"] > 0
     assert data_gets(counts) > 0
+
+
+def _remote_file(tmp_path):
+    from fsspec.implementations.local import LocalFileSystem
+
+    data = np.random.default_rng(0).integers(1, 255, 4 << 20, dtype=np.uint8).tobytes()
+    src = tmp_path / "remote.bin"
+    src.write_bytes(data)
+    return LocalFileSystem(), str(src), data
+
+
+def test_a_lost_json_resets_the_state(tmp_path):
+    """A .json lost beside its .state is made again with this reader's block size and the
+    .state reset: a .state counting blocks of another size served zeros."""
+    lfs, src, data = _remote_file(tmp_path)
+    cache = tmp_path / "cache"
+    small = RangeCacheFileSystem(lfs, cache, block_bytes=64 << 10)
+    assert small.cat_file(src, 0, 10) == data[:10]
+    small.close()
+    for f in cache.glob("*.json"):
+        f.unlink()
+    big = RangeCacheFileSystem(lfs, cache, block_bytes=1 << 20)
+    assert big.cat_file(src, 64 << 10, 128 << 10) == data[64 << 10:128 << 10]
+    later = RangeCacheFileSystem(lfs, cache, block_bytes=64 << 10)
+    assert later.cat_file(src, 64 << 10, 128 << 10) == data[64 << 10:128 << 10]
+    assert later._entry(src).block_bytes == 1 << 20  # the .json's block size, not its own
+
+
+def test_data_deleted_under_running_readers(tmp_path):
+    """A .data deleted while readers hold it open: what each reads stays the file's bytes,
+    whichever reader fills which block afterwards."""
+    lfs, src, data = _remote_file(tmp_path)
+    cache = tmp_path / "cache"
+    p1 = RangeCacheFileSystem(lfs, cache)
+    assert p1.cat_file(src, 0, 10) == data[:10]
+    for f in cache.glob("*.data"):
+        f.unlink()
+    p2 = RangeCacheFileSystem(lfs, cache)  # opens a new .data
+    assert p2.cat_file(src, 0, 10) == data[:10]
+    mb = 1 << 20
+    assert p1.cat_file(src, mb, mb + 100) == data[mb:mb + 100]  # p1 fills (its old file)
+    assert p2.cat_file(src, mb, mb + 100) == data[mb:mb + 100]  # p2 reads its new one
+    assert p2.cat_file(src, 2 * mb, 2 * mb + 100) == data[2 * mb:2 * mb + 100]  # p2 fills
+    assert p1.cat_file(src, 2 * mb, 2 * mb + 100) == data[2 * mb:2 * mb + 100]  # p1 too
