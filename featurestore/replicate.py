@@ -299,7 +299,10 @@ def _prepare_target(dst: Location, src_url: str, gen, attrs: dict, files: list[S
     already in place (right size) that need no copy."""
     man = _manifest(dst)
     state = _inspect(dst)
-    ours = man is not None and man.get("source") == src_url and man.get("generation") == gen
+    # a source without a generation (written before generations) cannot tell a rewrite from
+    # itself: its replica starts over rather than trust files copied from an older version
+    ours = (man is not None and man.get("source") == src_url and man.get("generation") == gen
+            and gen is not None)
     if state == "store" and not ours:
         try:
             cur = dst.read_json("zarr.json").get("attributes", {})
