@@ -289,6 +289,8 @@ class Job:
             elif (a["size"], a["mtime_ns"]) != (b["size"], b["mtime_ns"]):
                 diffs.append(f"input {p} changed (size {a['size']} -> {b['size']}, "
                              f"mtime {a['mtime_ns']} -> {b['mtime_ns']})")
+            elif a.get("etag") and b.get("etag") and a["etag"] != b["etag"]:
+                diffs.append(f"input {p} changed (ETag {a['etag']} -> {b['etag']})")
         oo, no = old.get("options", {}), self.options
         for k in sorted(set(oo) | set(no)):
             if oo.get(k) != no.get(k):

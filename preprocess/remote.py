@@ -35,18 +35,40 @@ def _fs(url: str):
     return fsspec.core.url_to_fs(url)
 
 
+def _mtime_s(info: dict) -> float:
+    """Seconds since the epoch of a remote file's modification (0 when the server gives none):
+    s3fs's ``LastModified`` (a datetime), ``mtime``, or HTTP's ``Last-Modified`` header."""
+    import email.utils
+
+    mtime = info.get("LastModified", info.get("mtime", info.get("last_modified")))
+    if mtime is None and info.get("Last-Modified"):
+        try:
+            mtime = email.utils.parsedate_to_datetime(info["Last-Modified"])
+        except (TypeError, ValueError):
+            mtime = None
+    if hasattr(mtime, "timestamp"):
+        mtime = mtime.timestamp()
+    try:
+        return float(mtime or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def remote_input_record(url: str) -> dict:
-    """``{"path", "size", "mtime_ns"}`` of a remote input (mtime 0 where the store has none)."""
+    """``{"path", "size", "mtime_ns"}`` of a remote input (mtime 0 where the server gives
+    none), plus ``"etag"`` where it gives one (S3, most HTTP servers): a rewrite within the
+    second of ``Last-Modified`` changes it."""
     fs, path = _fs(url)
     try:
         info = fs.info(path)
     except FileNotFoundError as e:
         raise InputNotFoundError(f"Expected an input file at {url}. Nothing is there.") from e
-    mtime = info.get("LastModified", info.get("mtime", info.get("last_modified")))
-    if hasattr(mtime, "timestamp"):
-        mtime = mtime.timestamp()
-    return {"path": url, "size": int(info.get("size") or 0),
-            "mtime_ns": int(float(mtime or 0) * 1e9)}
+    rec = {"path": url, "size": int(info.get("size") or 0),
+           "mtime_ns": int(_mtime_s(info) * 1e9)}
+    etag = info.get("ETag", info.get("etag"))
+    if etag:
+        rec["etag"] = str(etag)
+    return rec
 
 
 @dataclass(frozen=True)

@@ -221,3 +221,38 @@ def test_spec_with_npy_edges_and_features_on_s3(s3, tmp_path, monkeypatch):
     assert got["options"].replace("s3://dask-urls/", "") == want["options"]
     assert [p for p in got["inputs"] if "://" in p] == [
         f"s3://dask-urls/{f}" for f in ("feat.npy", "cites2.npy", "venue.npy")]
+
+
+def test_remote_input_records_see_a_rewrite(tmp_path):
+    """An HTTP input rewritten with the same size records differently (its Last-Modified),
+    so a resumed job refuses the changed input; an ETag is recorded where one is given."""
+    import os
+
+    from featurestore.loopback import serve_http
+    from preprocess.remote import remote_input_record
+
+    np.save(tmp_path / "edges.npy", np.arange(20).reshape(2, 10))
+    url, stop = serve_http(tmp_path)
+    try:
+        r1 = remote_input_record(f"{url}/edges.npy")
+        np.save(tmp_path / "edges.npy", np.arange(20)[::-1].reshape(2, 10))
+        os.utime(tmp_path / "edges.npy", (1e9, 1e9))
+        r2 = remote_input_record(f"{url}/edges.npy")
+    finally:
+        stop()
+    assert r1["size"] == r2["size"] and r1["mtime_ns"] > 0
+    assert r2["mtime_ns"] == 1_000_000_000 * 10**9
+
+
+def test_s3_input_records_carry_the_etag(s3):
+    from preprocess.remote import remote_input_record
+
+    s3.pipe("dask-urls/etag/a.bin", b"one")
+    r1 = remote_input_record("s3://dask-urls/etag/a.bin")
+    s3.pipe("dask-urls/etag/a.bin", b"two")
+    s3.invalidate_cache()
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()  # the record's own client: no listing cache
+    r2 = remote_input_record("s3://dask-urls/etag/a.bin")
+    assert r1["etag"] and r1["etag"] != r2["etag"]
