@@ -65,24 +65,32 @@ class ZarrRows(RowReader):
 
     def _gather(self, ids: np.ndarray, out: np.ndarray, read_path: str) -> str:
         chunks_of = ids // self.chunk_rows
-        need = np.unique(chunks_of)
+        order = np.argsort(chunks_of, kind="stable")
+        need, lo = np.unique(chunks_of[order], return_index=True)
+        hi = np.r_[lo[1:], ids.shape[0]]
+        span = {int(c): (int(a), int(b)) for c, a, b in zip(need, lo, hi)}
+
+        def copy(c: int, data: np.ndarray) -> None:
+            sel = order[span[c][0]:span[c][1]]
+            out[sel] = data[ids[sel] - c * self.chunk_rows]
+
         with self._lock:
-            have = {int(c): self._cache[int(c)] for c in need if int(c) in self._cache}
+            have = {c: self._cache[c] for c in span if c in self._cache}
             for c in have:
                 self._cache.move_to_end(c)
-            missing = [int(c) for c in need if int(c) not in have]
+            missing = [c for c in span if c not in have]
             self.hits += len(have)
             self.misses += len(missing)
-        if missing:
-            for c, data in zip(missing, self._pool.get().map(self._chunk, missing)):
-                have[c] = data
+        for c, data in have.items():
+            copy(c, data)
+        del have
+        # decoded chunks held at once: one wave of io_threads (the LRU keeps what it keeps)
+        wave = max(1, self.io_threads)
+        for w in range(0, len(missing), wave):
+            part = missing[w:w + wave]
+            for c, data in zip(part, self._pool.get().map(self._chunk, part)):
+                copy(c, data)
                 self._remember(c, data)
-        order = np.argsort(chunks_of, kind="stable")
-        lo = np.searchsorted(chunks_of[order], need, side="left")
-        hi = np.searchsorted(chunks_of[order], need, side="right")
-        for c, a, b in zip(need.tolist(), lo.tolist(), hi.tolist()):
-            sel = order[a:b]
-            out[sel] = have[c][ids[sel] - c * self.chunk_rows]
         return "zarr"
 
     def _remember(self, c: int, data: np.ndarray) -> None:

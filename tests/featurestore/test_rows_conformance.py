@@ -60,3 +60,42 @@ def test_local_uncached_reads_at_every_density(tmp_path, monkeypatch):
                 np.testing.assert_array_equal(out, a[ids])
     finally:
         r.close()
+
+
+def test_zarr_gather_holds_one_wave_of_chunks():
+    """A gather touching many chunks holds at most ``io_threads`` decoded chunks beyond the
+    cache at once (every one of them was held until the gather ended)."""
+    import gc
+    import threading
+    import weakref
+
+    z = zarr.create_array(store=zarr.storage.MemoryStore(), shape=(20000, 8), chunks=(100, 8),
+                          dtype="float32")
+    x = np.random.default_rng(0).standard_normal((20000, 8)).astype(np.float32)
+    z[:] = x
+    live, peak, lock = [0], [0], threading.Lock()
+
+    def gone():
+        with lock:
+            live[0] -= 1
+
+    class Counted(ZarrRows):
+        def _chunk(self, c):
+            data = super()._chunk(c)
+            with lock:
+                live[0] += 1
+                peak[0] = max(peak[0], live[0])
+            weakref.finalize(data, gone)
+            return data
+
+    r = Counted(z, cache_bytes=0, io_threads=4)
+    ids = np.arange(0, 20000, 50)  # two rows in each of the 200 chunks
+    out = np.empty((ids.size, 8), np.float32)
+    gc.disable()  # only references, not the collector's timing, free the chunks
+    try:
+        r.gather(ids, out)
+    finally:
+        gc.enable()
+    np.testing.assert_array_equal(out, x[ids])
+    assert peak[0] <= 2 * 4 + 1, peak[0]
+    r.close()
