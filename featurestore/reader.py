@@ -15,6 +15,7 @@ import numpy as np
 from . import format as fmt
 from ._integrity import check_csc, native
 from .location import Location, remote_error
+from .rangecache import RangeCacheFileSystem
 from .errors import (ClosedStoreError, CorruptStoreError, FeatureStoreError,
                      IncompleteStoreError, InvalidArgumentError, NotAStoreError,
                      StoreChangedError, StoreNotFoundError,
@@ -353,6 +354,8 @@ class Store:
                 rows.close()
             self._arrays.clear()
             self._csc.clear()
+            if isinstance(self.loc.fs, RangeCacheFileSystem):  # its descriptors and maps
+                self.loc.fs.close()
 
     def _check_open(self, what: str = "") -> None:
         if self._closed:

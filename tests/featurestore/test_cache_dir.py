@@ -337,3 +337,12 @@ def test_data_deleted_under_running_readers(tmp_path):
     assert p2.cat_file(src, mb, mb + 100) == data[mb:mb + 100]  # p2 reads its new one
     assert p2.cat_file(src, 2 * mb, 2 * mb + 100) == data[2 * mb:2 * mb + 100]  # p2 fills
     assert p1.cat_file(src, 2 * mb, 2 * mb + 100) == data[2 * mb:2 * mb + 100]  # p1 too
+
+
+def test_close_releases_the_cache_files(store, tmp_path):
+    _, url, _, x = store
+    with fs.open_store(url, cache_dir=tmp_path / "c", cache_bytes=0) as s:
+        np.testing.assert_array_equal(s.features("paper").gather([1, 2]), x[[1, 2]])
+        cache = s.loc.fs
+        assert cache._entries
+    assert not cache._entries  # descriptors closed, state maps dropped
