@@ -411,9 +411,31 @@ class StoreData(_Typed):
     def __init__(self, store: Store, device="cpu", label_column: bool = False):
         super().__init__(store, device)
         object.__setattr__(self, "label_column", label_column)
+        object.__setattr__(self, "deleted", frozenset())
 
     def _node_view(self, ntype: str) -> NodeView:
         return NodeView(self.store, ntype, self.device, self.label_column)
+
+    def __delattr__(self, name: str) -> None:
+        """Hide ``name`` (``x``, ``y``, a mask or value) from this view, as ``del data.x`` on
+        PyG's ``Data``: a loader over the view then leaves it out of its batches (PyG's
+        layer-wise inference deletes ``subgraph_loader.data.x``). The store is unchanged."""
+        have = self._node_view(self.node_types[0]).keys() if self.is_homogeneous else []
+        if name not in have or name in self.deleted:
+            raise AttributeError(f"Expected an attribute of the view of {self.store.url} to "
+                                 f"delete {sorted(set(have) - self.deleted)}. Got {name!r}.")
+        object.__setattr__(self, "deleted", self.deleted | {name})  # a copy.copy keeps its own
+
+    def __setattr__(self, name: str, value) -> None:
+        """Accept what PyG's inference idiom assigns and the view already is (``num_nodes``,
+        ``n_id = torch.arange(num_nodes)``: batches carry ``n_id``); refuse the rest."""
+        if self.is_homogeneous and name in ("num_nodes", "n_id"):
+            n = self.num_nodes
+            same = int(value) == n if name == "num_nodes" else torch.equal(
+                torch.as_tensor(value).reshape(-1).cpu(), torch.arange(n))
+            if same:
+                return
+        super().__setattr__(name, value)
 
     def __getitem__(self, key):
         if isinstance(key, tuple):
@@ -421,8 +443,10 @@ class StoreData(_Typed):
         return self._node_view(self.store.resolve_ntype(key))
 
     def __getattr__(self, name: str):
-        if name.startswith("__") or name == "label_column":
+        if name.startswith("__") or name in ("label_column", "deleted"):
             raise AttributeError(name)
+        if name in self.deleted:
+            raise AttributeError(f"{name!r} was deleted from this view of {self.store.url}.")
         if self.is_homogeneous:
             return getattr(self._node_view(self.node_types[0]), name)
         raise AttributeError(f"{self.store.url} has node types {self.node_types}: read "

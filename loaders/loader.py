@@ -420,6 +420,8 @@ class NeighborLoader:
         # a PyG/DGL-like view (loaders.datasets) stands for its store and names its output
         output = output or getattr(store, "default_output", "raw")
         pyg_view = getattr(store, "default_output", None) == "pyg"
+        #: what was passed as data (a view or the store), as PyG's ``loader.data``
+        self.data = store
         store = _as_store(store)
         if output not in OUTPUTS:
             raise LoaderArgumentError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
@@ -725,8 +727,24 @@ class NeighborLoader:
         st.reads += c.stats.reads - s0[2]
         st.bytes_read += c.stats.bytes_read - s0[3]
 
+    def _dropped(self) -> frozenset:
+        """Names deleted from the data view (``del loader.data.x``): left out of batches."""
+        return getattr(self.data, "deleted", frozenset())
+
+    def _extras(self, sub: SampledSubgraph, dropped) -> tuple[dict, dict]:
+        """The labels and attributes of a batch's nodes, less the dropped names."""
+        ys = {} if "y" in dropped else self._label_rows(sub)
+        attrs = self._attrs.rows(sub.node) if self._attrs.per_type else {}
+        if dropped and attrs:
+            attrs = {t: {k: v for k, v in a.items() if k not in dropped}
+                     for t, a in attrs.items()}
+        return ys, attrs
+
     def _gather(self, sub: SampledSubgraph, wait=None) -> MiniBatch:
-        if self._view is not None and self.features:  # one buffer, rows where the view puts them
+        dropped = self._dropped()
+        if "x" in dropped or not self.features:
+            x = {}
+        elif self._view is not None:  # one buffer, rows where the view puts them
             blocks, n = self._view.blocks(sub)
             buf = self._take(NTYPE, n, wait)
             for t, lo, hi, at in blocks:
@@ -738,8 +756,7 @@ class NeighborLoader:
             for t in self.features:
                 x[t] = self._take(t, sub.node[t].shape[0], wait)
                 self._fill(t, sub.node[t], x[t])
-        ys = self._label_rows(sub)
-        attrs = self._attrs.rows(sub.node)
+        ys, attrs = self._extras(sub, dropped)
         if self.pin:
             ys = {t: v.pin_memory() for t, v in ys.items()}
         return MiniBatch(sub, x, _seed_labels(sub, ys), torch.device("cpu"), ys, attrs)
@@ -799,7 +816,10 @@ class NeighborLoader:
                 return torch.empty((n,) + f.shape[1:], dtype=_torch_dtype(self.feature_dtypes[t]),
                                    device=dev)
 
-        if self._view is not None and self.features:  # one tensor, rows where the view puts them
+        dropped = self._dropped()
+        if "x" in dropped or not self.features:
+            x = {}
+        elif self._view is not None:  # one tensor, rows where the view puts them
             blocks, n = self._view.blocks(sub)
             out = empty(n, next(iter(self.features)))
             for t, lo, hi, at in blocks:
@@ -811,8 +831,7 @@ class NeighborLoader:
             for t in self.features:
                 x[t] = empty(sub.node[t].shape[0], t)
                 self._fill_device(t, sub.node[t], x[t], stream)
-        ys = self._label_rows(sub)
-        attrs = self._attrs.rows(sub.node)
+        ys, attrs = self._extras(sub, dropped)
         with _on(stream):
             ys = {t: v.to(dev) for t, v in ys.items()}
             attrs = {t: {k: v.to(dev) for k, v in a.items()} for t, a in attrs.items()}

@@ -242,3 +242,30 @@ def test_batches_carry_node_values_and_masks_as_pyg(hetero_store_path):
         assert "train_mask" not in one["paper"]
         with pytest.raises(LoaderArgumentError, match="attrs"):
             NeighborLoader(store, [3], ("paper", "train"), attrs=["nope"], device="cpu")
+
+
+def test_pyg_layerwise_inference_idiom(homo_store_path):
+    """PyG's subgraph loader: copy.copy(data), then del loader.data.x/y and the n_id and
+    num_nodes assignments; batches then carry n_id but no x or y, and the view given to
+    the other loader keeps its x."""
+    import copy
+
+    from loaders.datasets import PygNodePropPredDataset
+
+    data = PygNodePropPredDataset(root=homo_store_path)[0]
+    sub = NeighborLoader(copy.copy(data), [-1], None, batch_size=256, device="cpu")
+    del sub.data.x, sub.data.y
+    sub.data.num_nodes = data.num_nodes
+    sub.data.n_id = torch.arange(data.num_nodes)
+    with pytest.raises(LoaderArgumentError):
+        sub.data.num_nodes = data.num_nodes + 1
+    with pytest.raises(AttributeError):
+        sub.data.x
+    assert tuple(data.x.shape)[0] == data.num_nodes  # the original view is untouched
+    seen = []
+    for b in sub:
+        assert "x" not in b and "y" not in b
+        seen.append(b.n_id[:b.batch_size])
+    assert torch.equal(torch.cat(seen), torch.arange(data.num_nodes))
+    b = next(iter(NeighborLoader(data, [2], None, batch_size=8, device="cpu")))
+    assert "x" in b and "y" in b
