@@ -260,7 +260,7 @@ def test_pyg_layerwise_inference_idiom(homo_store_path):
     with pytest.raises(LoaderArgumentError):
         sub.data.num_nodes = data.num_nodes + 1
     with pytest.raises(AttributeError):
-        sub.data.x
+        _ = sub.data.x
     assert tuple(data.x.shape)[0] == data.num_nodes  # the original view is untouched
     seen = []
     for b in sub:
