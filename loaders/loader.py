@@ -118,6 +118,17 @@ def is_mask_input(input_nodes) -> bool:
     return dtype in (torch.bool, np.bool_)
 
 
+def _node_attrs(store, attrs, homogeneous, pyg_default: bool) -> NodeAttrs:
+    """The node values and masks a loader carries (``attrs=``; by default all of them from a
+    PyG view, as PyG slices ``data``'s node attributes)."""
+    if attrs and homogeneous:
+        raise LoaderArgumentError("Expected attrs=None with homogeneous=: the relational "
+                                  "view carries x, y, node_type and edge_type only.")
+    if attrs is None:
+        attrs = "all" if pyg_default and not homogeneous else ()
+    return NodeAttrs(store, attrs)
+
+
 def _as_store(data):
     from .datasets import as_store
 
@@ -463,12 +474,8 @@ class NeighborLoader:
                                    ("cuda" if torch.cuda.is_available() else "cpu"))
         self.pin = self.device.type == "cuda" or (peer.pin_memory and torch.cuda.is_available())
         self._setup_features(feature, dtype, labels, homogeneous)
-        if attrs and homogeneous:
-            raise LoaderArgumentError("Expected attrs=None with homogeneous=: the relational "
-                                      "view carries x, y, node_type and edge_type only.")
-        if attrs is None:  # PyG slices every node attribute of data into the batch
-            attrs = "all" if pyg_view and not homogeneous and output == "pyg" else ()
-        self._attrs = NodeAttrs(store, attrs)
+        self._attrs = _node_attrs(store, attrs, homogeneous,
+                                  pyg_default=pyg_view and output == "pyg")
         self._chunked = False  # tests set it to run the device path's chunking on the CPU
         # one staging ring per live iterator: two iterators gathering at once would otherwise
         # stage rows in each other's buffers (free rings are kept for the next epochs)
@@ -485,6 +492,11 @@ class NeighborLoader:
         self.caches: dict[str, FeatureCache] = {}
         self._in_flight = int(batches_in_flight)
         self._plan(memory, cache, topology, staging_bytes, presample_epochs)
+        self._setup_pools()
+
+    def _setup_pools(self) -> None:
+        """The batch buffer pools: per node type, or one for the relational view; bounded by
+        the memory plan when the features do not fit."""
         planned = self.plan is not None and not self.plan.fits
         self._pools = {t: BufferPool(_torch_dtype(self.feature_dtypes[t]), f.shape[1:],
                                      pin=self.pin,
