@@ -144,7 +144,13 @@ class MAG240MDataset:
 
     def edge_index(self, id1: str, id2: str, id3: str | None = None) -> np.ndarray:
         """``(2, E)`` edges of ``(id1, id2, id3)`` or of the single relation ``id1``-``id2``
-        (``edge_index("author", "institution")``), sources first."""
+        (``edge_index("author", "institution")``), sources first.
+
+        These are the store's edges in CSC order (by destination), not OGB-LSC's file order,
+        and as the store holds them: every relation coalesced (no duplicate edges) and
+        ``paper-cites-paper`` symmetrised unless preprocessed with ``--directed``
+        (docs/ogb.md).
+        """
         ets = [et for et in self.store.edge_types
                if et.src == id1 and (et.dst == id2 if id3 is None else
                                      (et.rel, et.dst) == (id2, id3))]
