@@ -2,8 +2,9 @@
 carried into each batch as PyG's ``NeighborLoader`` slices every node attribute of ``data``.
 
 A value is a fancy index of the store's value array by the batch's node ids; a mask is a
-membership test of the ids in the split's sorted ids (``searchsorted``: nothing of the size of
-the node type is built).
+bit test in a bitmap of the split built once per loader (one bit per node of the type: 15 MB
+for MAG240M's 121M papers; a binary search in the split's ids cost ~50 ms per mask for a
+260k-node batch of ogbn-papers100M's size, the bit test ~2 ms).
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ def available_attrs(store, ntype: str) -> list[str]:
     return [v for v in store.value_names(ntype) if v != "label"] + list(_mask_splits(store, ntype))
 
 
+def _bitmap(ids: np.ndarray, n: int) -> np.ndarray:
+    """One bit per node of ``n`` (little-endian within a byte), set for ``ids``."""
+    bits = np.zeros((n + 7) // 8, np.uint8)
+    ids = np.asarray(ids, np.int64)
+    np.bitwise_or.at(bits, ids >> 3, (1 << (ids & 7)).astype(np.uint8))
+    return bits
+
+
 class NodeAttrs:
     """The attributes a loader carries per node type, and :meth:`rows` to read a batch's.
 
@@ -61,7 +70,8 @@ class NodeAttrs:
                     continue
                 found.add(name)
                 if name in masks:
-                    keep.append((name, np.sort(np.asarray(store.split(masks[name], t))), True))
+                    keep.append((name, _bitmap(np.asarray(store.split(masks[name], t)),
+                                               store.num_nodes(t)), True))
                 else:
                     keep.append((name, store.values(t, name), False))
             if keep:
@@ -80,10 +90,8 @@ class NodeAttrs:
             got = {}
             for name, data, is_mask in attrs:
                 if is_mask:
-                    pos = np.searchsorted(data, ids)
-                    hit = pos < data.shape[0]
-                    hit[hit] = data[pos[hit]] == ids[hit]
-                    got[name] = torch.from_numpy(hit)
+                    bits = (data[ids >> 3] >> (ids & 7).astype(np.uint8)) & np.uint8(1)
+                    got[name] = torch.from_numpy(bits.astype(np.bool_))
                 else:
                     got[name] = torch.from_numpy(np.ascontiguousarray(data[ids]))
             out[t] = got
