@@ -30,7 +30,7 @@ import numpy as np
 
 import featurestore as fs
 from featurestore.rows import RangeRows, ZarrRows
-from featurestore.loopback import LatencyFileSystem, serve_http
+from featurestore.loopback import LatencyFileSystem, serve_http, serve_s3
 
 from .options import opt
 from .report import has, machine_info, md_table, timed_trials
@@ -129,17 +129,11 @@ def _latency_run(path: str, key: str, o: RemoteOptions) -> dict:
 def _s3_target(o: RemoteOptions) -> dict:
     """A ``s3_nodes`` store copied to moto's S3 server on loopback, then gathered from (the
     same share of rows per batch as the other targets)."""
-    import moto.server
     import s3fs
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = moto.server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    opts, stop = serve_s3("bench", key="bench", secret="bench")
     try:
-        host, port = server.get_host_and_port()
-        opts = {"endpoint_url": f"http://{host}:{port}", "key": "bench", "secret": "bench"}
         s3 = s3fs.S3FileSystem(**opts)
-        s3.mkdir("bench")
         path = synthetic_store(o.workdir, o.s3_nodes, 4 * o.s3_nodes, o.layout)
         k = max(1, round(o.batch * o.s3_nodes / o.nodes))
         batches = _batches(o.s3_nodes, k, o.trials + 1)
@@ -152,8 +146,7 @@ def _s3_target(o: RemoteOptions) -> dict:
             assert isinstance(F.reader, RangeRows)
             return {"nodes": o.s3_nodes, "batch": k, **_measure(F, batches)}
     finally:
-        s3fs.S3FileSystem.clear_instance_cache()
-        server.stop()
+        stop()
 
 
 def run(options: RemoteOptions | None = None, **overrides) -> dict:

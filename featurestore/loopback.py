@@ -2,6 +2,8 @@
 
 * :func:`serve_http`: a threaded HTTP server on 127.0.0.1 with single byte ranges
   (keep-alive, no Nagle delay, a deep accept backlog), optionally counting what it served;
+* :func:`serve_s3`: moto's S3 server on 127.0.0.1 with the buckets asked for (``moto[server]``
+  and ``s3fs``, the ``s3`` extra);
 * :class:`LatencyFileSystem`: an fsspec async filesystem over any other that waits a fixed
   latency before every read and counts requests and round trips.
 
@@ -23,7 +25,7 @@ from typing import Any
 
 from fsspec.asyn import AsyncFileSystem
 
-__all__ = ["serve_http", "LatencyFileSystem", "RangeRequestHandler"]
+__all__ = ["serve_http", "serve_s3", "LatencyFileSystem", "RangeRequestHandler"]
 
 
 class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
@@ -148,6 +150,43 @@ def serve_http(directory, counts: dict | None = None,
         srv.close_connections()
 
     return f"http://127.0.0.1:{srv.server_address[1]}", stop
+
+
+def serve_s3(*buckets: str, key: str = "testing-key",
+             secret: str = "testing-secret") -> tuple[dict, Any]:
+    """Start moto's S3 server on 127.0.0.1 (a free port) with empty ``buckets``.
+
+    Returns
+    -------
+    storage_options : dict
+        ``endpoint_url``, ``key`` and ``secret`` for s3fs (``open_store(url,
+        storage_options=...)``).
+    stop : callable
+        Stops the server and drops s3fs's cached clients of it.
+    """
+    import logging
+
+    import moto.server
+    import s3fs
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+    server = moto.server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    opts = {"endpoint_url": f"http://{host}:{port}", "key": key, "secret": secret}
+
+    def stop():
+        s3fs.S3FileSystem.clear_instance_cache()
+        server.stop()
+
+    try:
+        s3 = s3fs.S3FileSystem(**opts)
+        for b in buckets:
+            s3.mkdir(b)
+    except BaseException:
+        stop()
+        raise
+    return opts, stop
 
 
 class LatencyFileSystem(AsyncFileSystem):

@@ -159,16 +159,12 @@ def test_rewritten_store_gets_a_new_cache(server, tmp_path):
 
 
 def test_s3(tmp_path):
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    import s3fs
+    s3fs = pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    from featurestore.loopback import serve_s3
 
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    opts, stop = serve_s3("cache-test", key="k", secret="s")
     try:
-        host, port = server.get_host_and_port()
-        opts = {"endpoint_url": f"http://{host}:{port}", "key": "k", "secret": "s"}
-        s3fs.S3FileSystem(**opts).mkdir("cache-test")
         x = build(tmp_path / "src")
         s3fs.S3FileSystem(**opts).put(str(tmp_path / "src"), "cache-test/store", recursive=True)
         ids = np.random.default_rng(6).integers(0, N, 300)
@@ -179,8 +175,7 @@ def test_s3(tmp_path):
                 np.testing.assert_array_equal(s.features("paper", "zstd").gather(ids), x[ids])
                 assert (s.loc.fs.stats["requests"] > 0) == expect_requests
     finally:
-        s3fs.S3FileSystem.clear_instance_cache()
-        server.stop()
+        stop()
 
 
 def test_full_cache_disk_is_named(tmp_path, monkeypatch):

@@ -5,7 +5,6 @@ twice its rows' bytes; a slice fetches only the slice; with 20 ms injected per r
 
 from __future__ import annotations
 
-import logging
 import shutil
 
 import fsspec
@@ -14,6 +13,7 @@ import pytest
 
 import featurestore as fs
 from featurestore.rows import RangeRows, ZarrRows
+from featurestore.loopback import serve_s3
 from featurestore.rows.ranges import pooled_filesystem
 from featurestore.testing import (ARRAY_KEY, LatencyFileSystem, RowReaderTests, open_rows,
                                   serve_http, write_array_store)
@@ -36,20 +36,12 @@ def http_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def s3():
     pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    import s3fs
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    opts = {"endpoint_url": f"http://{host}:{port}", "key": KEY, "secret": SECRET}
-    s3fs.S3FileSystem(**opts).mkdir(BUCKET)
+    pytest.importorskip("moto.server")
+    opts, stop = serve_s3(BUCKET, key=KEY, secret=SECRET)
     try:
         yield opts
     finally:
-        s3fs.S3FileSystem.clear_instance_cache()
-        server.stop()
+        stop()
 
 
 _WRITTEN: dict = {}

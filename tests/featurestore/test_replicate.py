@@ -192,17 +192,13 @@ def test_cli(source, tmp_path, capsys):
 
 
 def test_from_s3(tmp_path):
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    import s3fs
+    s3fs = pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    from featurestore.loopback import serve_s3
 
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    opts, stop = serve_s3("replicate-test", key="k", secret="s")
     try:
-        host, port = server.get_host_and_port()
-        opts = {"endpoint_url": f"http://{host}:{port}", "key": "k", "secret": "s"}
         s3 = s3fs.S3FileSystem(**opts)
-        s3.mkdir("replicate-test")
         build(tmp_path / "src")
         s3.put(str(tmp_path / "src"), "replicate-test/store", recursive=True)
         rep = rp.replicate("s3://replicate-test/store", tmp_path / "r", storage_options=opts,
@@ -210,8 +206,7 @@ def test_from_s3(tmp_path):
         assert rep.files_copied == rep.files_total
         assert tree(tmp_path / "r") == tree(tmp_path / "src")
     finally:
-        s3fs.S3FileSystem.clear_instance_cache()
-        server.stop()
+        stop()
 
 
 def test_source_without_generation_is_copied_again_after_a_crash(tmp_path, monkeypatch):

@@ -7,7 +7,6 @@ without it.
 
 from __future__ import annotations
 
-import logging
 import os
 
 import numpy as np
@@ -15,10 +14,11 @@ import pytest
 import zarr
 
 pytest.importorskip("s3fs")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 
 import featurestore as fs  # noqa: E402
 from featurestore.lock import LOCK_NAME  # noqa: E402
+from featurestore.loopback import serve_s3  # noqa: E402
 from graph_helpers import random_csc  # noqa: E402
 
 N_PAPER, N_AUTHOR, DIM = 1200, 500, 24
@@ -30,20 +30,11 @@ KEY, SECRET = "testing-key", "testing-secret"
 def s3():
     """(endpoint URL, storage_options) of a moto S3 server on 127.0.0.1 (a free port) with
     an empty bucket; stopped after the module."""
-    import s3fs
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    opts = {"endpoint_url": endpoint, "key": KEY, "secret": SECRET}
-    s3fs.S3FileSystem(**opts).mkdir(BUCKET)
+    opts, stop = serve_s3(BUCKET, key=KEY, secret=SECRET)
     try:
-        yield endpoint, opts
+        yield opts["endpoint_url"], opts
     finally:
-        s3fs.S3FileSystem.clear_instance_cache()
-        server.stop()
+        stop()
 
 
 def build(url, storage_options, rng_seed=7):

@@ -185,21 +185,14 @@ def test_renumbering_blocks_and_a_bad_id_on_dask(tmp_path, client, monkeypatch):
 def test_s3_store_on_dask_through_moto(toy, tmp_path, client, small, monkeypatch):
     """An s3:// store (moto's server on loopback, credentials in the AWS variables) written
     under Dask with a shared scratch equals the single-process local store."""
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    import logging
-
-    import s3fs
-
+    s3fs = pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
     import preprocess.dask_features as dfeat
+    from featurestore.loopback import serve_s3
 
     monkeypatch.setattr(dfeat, "REMOTE_TASK_BYTES", 256)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    opts, stop = serve_s3(key="k", secret="s")
     try:
-        host, port = server.get_host_and_port()
-        opts = {"endpoint_url": f"http://{host}:{port}", "key": "k", "secret": "s"}
         for k, v in {"AWS_ENDPOINT_URL": opts["endpoint_url"], "AWS_ACCESS_KEY_ID": "k",
                      "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "us-east-1"}.items():
             monkeypatch.setenv(k, v)
@@ -216,8 +209,7 @@ def test_s3_store_on_dask_through_moto(toy, tmp_path, client, small, monkeypatch
         assert got == store_snapshot(tmp_path / "serial")
         s3.rm("dask-preprocess", recursive=True)
     finally:
-        s3fs.S3FileSystem.clear_instance_cache()
-        server.stop()
+        stop()
 
 
 def test_a_resumed_job_keeps_its_scratch_directory(toy, tmp_path):

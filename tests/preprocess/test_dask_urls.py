@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import logging
 import pickle
 
 import fsspec
@@ -93,26 +92,21 @@ def _small_ranges(monkeypatch, work_bytes=4000):
 def s3(monkeypatch):
     """moto's S3 server on loopback, credentials and endpoint in the AWS variables (what the
     driver and every worker read); yields an s3fs file system with the bucket ``dask-urls``."""
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    import s3fs
+    s3fs = pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    from featurestore.loopback import serve_s3
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    opts, stop = serve_s3("dask-urls", key="k", secret="s")
     try:
-        host, port = server.get_host_and_port()
-        for k, v in {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "k",
+        for k, v in {"AWS_ENDPOINT_URL": opts["endpoint_url"], "AWS_ACCESS_KEY_ID": "k",
                      "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "us-east-1"}.items():
             monkeypatch.setenv(k, v)
         s3fs.S3FileSystem.clear_instance_cache()
-        fs = s3fs.S3FileSystem(endpoint_url=f"http://{host}:{port}", key="k", secret="s")
-        fs.mkdir("dask-urls")
+        fs = s3fs.S3FileSystem(**opts)
         yield fs
         fs.rm("dask-urls", recursive=True)
     finally:
-        s3fs.S3FileSystem.clear_instance_cache()
-        server.stop()
+        stop()
 
 
 def _snapshot(store) -> dict:
