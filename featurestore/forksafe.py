@@ -29,7 +29,7 @@ import sys
 import threading
 import weakref
 
-__all__ = ["install", "inherited_loops", "Lock", "RLock"]
+__all__ = ["install", "inherited_loops", "Lock", "RLock", "PerProcess"]
 
 _LOOP_MODULES = ("fsspec.asyn", "zarr.core.sync")  # each keeps its loop in ``loop[0]``
 _pending: list = []
@@ -76,6 +76,38 @@ class RLock(Lock):
 
     __slots__ = ()
     _factory = staticmethod(threading.RLock)
+
+
+class PerProcess:
+    """A value of this process: ``make()`` on first use, and again on first use in a forked
+    child (a client bound to the parent's event loop, sharing its connections, is not the
+    child's to use).
+
+    Parameters
+    ----------
+    make
+        Makes the value.
+    first
+        The value of the calling process, when it exists already (``None``: made on use).
+    """
+
+    def __init__(self, make, first=None):
+        self._make = make
+        self._value, self._pid = first, (os.getpid() if first is not None else -1)
+        self._lock = Lock()
+
+    def get(self):
+        """Return the value of the calling process."""
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._value, self._pid = self._make(), os.getpid()
+        return self._value
+
+    def drop(self) -> None:
+        """Forget the value (the next :meth:`get` makes one)."""
+        with self._lock:
+            self._value, self._pid = None, -1
 
 
 def inherited_loops() -> list:

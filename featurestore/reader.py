@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -318,7 +319,9 @@ class Store:
         self._pid = os.getpid()  # whose gathers _inflight counts (a forked child starts at 0)
         self._closed = False
         self._checked_at = time.monotonic()
-        self._zstore = None
+        # the zarr store of compressed arrays, one per process (made on first use)
+        self._zstore = forksafe.PerProcess(
+            functools.partial(self.loc.zarr_store, read_only=True))
 
     # -- pickling: reopen from the constructor arguments, never ship maps or fds ----------
     def __reduce__(self):
@@ -652,10 +655,8 @@ class Store:
             return zarr.open_array(  # loop and shares its connections
                 store=Location(url, opts).zarr_store(read_only=True), path=key, mode="r")
 
-        if self._zstore is None or self._zstore[0] != os.getpid():  # caller holds self._lock
-            self._zstore = (os.getpid(), self.loc.zarr_store(read_only=True))
         try:
-            z = zarr.open_array(store=self._zstore[1], path=key, mode="r")
+            z = zarr.open_array(store=self._zstore.get(), path=key, mode="r")
         except Exception as e:  # zarr's own metadata errors
             raise CorruptStoreError(f"zarr cannot open array {key} of {self.url} ({file}): "
                                     f"{type(e).__name__}: {e}") from e

@@ -14,7 +14,6 @@ gives the reader a client with ``max_pool_connections`` = ``concurrency``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import numba
@@ -100,8 +99,8 @@ class RangeRows(RowReader):
         self.concurrency = int(concurrency)
         self.max_gap_bytes = self.row_bytes if max_gap_bytes is None else int(max_gap_bytes)
         self.max_block_bytes = max(int(max_block_bytes), self.row_bytes)
-        self._reopen = reopen or (lambda: type(fs)(*fs.storage_args, **fs.storage_options))
-        self._fs, self._pid = fs, os.getpid()
+        self._fs = forksafe.PerProcess(
+            reopen or (lambda: type(fs)(*fs.storage_args, **fs.storage_options)), first=fs)
         self._lock = forksafe.Lock()
         self._counts = dict(gathers=0, requests=0, bytes_fetched=0, bytes_needed=0, rows=0)
         if check_size and layout.shape[0]:
@@ -119,11 +118,7 @@ class RangeRows(RowReader):
     @property
     def fs(self):
         """The filesystem, made again after ``fork``."""
-        if self._pid != os.getpid():
-            with self._lock:
-                if self._pid != os.getpid():
-                    self._fs, self._pid = self._reopen(), os.getpid()
-        return self._fs
+        return self._fs.get()
 
     def stats(self) -> dict:
         """Gathers, requests, bytes fetched and bytes the rows needed, since open.
@@ -188,4 +183,4 @@ class RangeRows(RowReader):
             self._counts["bytes_needed"] += hi - lo
 
     def _close(self) -> None:
-        self._fs = None
+        self._fs.drop()

@@ -6,7 +6,6 @@ and keeps the decoded ones in a bounded LRU cache (``cache_bytes``).
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 
 import numpy as np
@@ -40,7 +39,7 @@ class ZarrRows(RowReader):
     def __init__(self, zarray, cache_bytes: int = 256 << 20, io_threads: int = 16,
                  name: str = "", reopen=None):
         super().__init__(tuple(zarray.shape), np.dtype(zarray.dtype), name or str(zarray))
-        self._z, self._pid, self._reopen = zarray, os.getpid(), reopen
+        self._z = forksafe.PerProcess(reopen or (lambda: zarray), first=zarray)
         self.chunk_rows = int(zarray.chunks[0])
         self.cache_bytes = cache_bytes
         self.io_threads = io_threads
@@ -53,11 +52,7 @@ class ZarrRows(RowReader):
     @property
     def z(self):
         """The zarr array, opened again after ``fork`` when a ``reopen`` was given."""
-        if self._reopen is not None and self._pid != os.getpid():
-            with self._lock:
-                if self._pid != os.getpid():
-                    self._z, self._pid = self._reopen(), os.getpid()
-        return self._z
+        return self._z.get()
 
     def _chunk(self, c: int) -> np.ndarray:
         lo = c * self.chunk_rows
