@@ -18,15 +18,15 @@ __all__ = ["NodeAttrs", "available_attrs"]
 
 
 def _mask_splits(store, ntype: str) -> dict[str, str]:
-    """``{mask name: stored split name}`` of the splits that hold nodes of ``ntype``."""
-    from .datasets import SPLITS
+    """``{mask name: stored split name}`` of the splits that hold nodes of ``ntype`` (the
+    masks a :class:`~loaders.datasets.NodeView` of the type answers)."""
+    from .datasets import SPLITS, split_name
 
     out = {}
-    for mask, _, names in SPLITS.values():
-        for name in names:
-            if name in store.split_names and ntype in store.meta.splits[name]:
-                out[mask] = name
-                break
+    for key, (mask, _, _) in SPLITS.items():
+        name = split_name(store, key)
+        if ntype in store.meta.splits.get(name, ()):
+            out[mask] = name
     return out
 
 
