@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 
 from featurestore.errors import InvalidArgumentError
 
-from . import cache_bench, device, gather_bench, loader_bench, preprocess_bench, render
-from . import sample_bench
-from .options import Sizes, opt, sized
-from .report import machine_info, write_json
+from benchmarks import cache_bench, device, gather_bench, loader_bench, preprocess_bench, render
+from benchmarks import sample_bench
+from benchmarks.options import Sizes, opt, sized
+from benchmarks.report import machine_info, write_json
 
 log = logging.getLogger(__name__)
 

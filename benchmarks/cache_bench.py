@@ -1,7 +1,7 @@
 """``bench cache``: feature-cache policies replayed on the row reads of sampled epochs.
 
-:func:`loaders.cache_policies.record_trace` samples epochs exactly as ``NeighborLoader(shuffle=
-True)`` would (no feature read) and :func:`loaders.cache_policies.replay` replays every policy
+:func:`loaders.memory.trace.record_trace` samples epochs exactly as ``NeighborLoader(shuffle=
+True)`` would (no feature read) and :func:`loaders.memory.trace.replay` replays every policy
 at 1-20% of the rows, against Belady and the per-epoch optimal static cache; hit rates are of
 the epochs after the first (docs/benchmarks.md, "Feature-cache policies").
 """
@@ -18,9 +18,9 @@ import numpy as np
 import featurestore as fs
 from featurestore.errors import InvalidArgumentError
 
-from .options import opt
-from .report import machine_info
-from .workload import synthetic_store
+from benchmarks.options import opt
+from benchmarks.report import machine_info
+from benchmarks.workload import synthetic_store
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,8 @@ def _timed(fn, *args, **kw):
 
 def run_one(t: Target, o: CacheOptions) -> dict:
     """Record and replay on one store; the store's entry of the report."""
-    from loaders import cache_policies as cp
-    from loaders.plan import parse_input
+    from loaders.memory import trace as cp
+    from loaders.memory.plan import parse_input
 
     with fs.open_store(t.store) as s:
         inp = parse_input(s, t.input)

@@ -27,7 +27,7 @@ UNSIZED = ("device", "remote", "partition")
 
 def _options(name: str, args: argparse.Namespace):
     """The benchmark's module and its options: the sizes at ``--scale``, then the flags given."""
-    from .options import Sizes, given, sized
+    from benchmarks.options import Sizes, given, sized
 
     mod = importlib.import_module(f"benchmarks.{BENCHES[name][0]}")
     cls = getattr(mod, BENCHES[name][1])
@@ -38,8 +38,8 @@ def _options(name: str, args: argparse.Namespace):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .all import emit
-    from .report import write_json
+    from benchmarks.all import emit
+    from benchmarks.report import write_json
 
     mod, o = _options(args.bench, args)
     report = mod.run(o)
@@ -50,8 +50,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _all(args: argparse.Namespace) -> int:
-    from .all import AllOptions, run_all
-    from .options import given
+    from benchmarks.all import AllOptions, run_all
+    from benchmarks.options import given
 
     return run_all(AllOptions(**given(args, AllOptions)), args.out, plot=args.plot)
 
@@ -76,8 +76,8 @@ def _help(cls) -> str:
 
 def register(sub) -> None:
     """Add ``bench`` and its subcommands to the ``featurestore`` command line."""
-    from .all import AllOptions
-    from .options import add_options
+    from benchmarks.all import AllOptions
+    from benchmarks.options import add_options
 
     bench = sub.add_parser("bench", help="throughput benchmarks (storage, gathers, sampling, "
                            "loaders, preprocessing) against peers",

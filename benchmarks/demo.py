@@ -18,7 +18,7 @@ def _cmd_demo(args) -> int:
     print(f"demo: synthetic MAG240M at scale {args.scale} in {workdir}")
     res = run_demo(workdir, args.scale, seed=args.seed, progress=not args.quiet)
     if not args.no_train:
-        from .demo_train import train_steps
+        from benchmarks.demo_train import train_steps
 
         res.steps.extend(train_steps(res.store, seed=args.seed, batches=args.train_batches))
     print(format_report(res))

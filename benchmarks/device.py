@@ -21,7 +21,7 @@ import numpy as np
 
 from featurestore.errors import StoreNotFoundError
 
-from .options import opt
+from benchmarks.options import opt
 
 #: smallest file the device is probed through (1 MiB sequential reads need room).
 MIN_PROBE_MIB = 4
@@ -145,7 +145,7 @@ def run(o: DeviceOptions) -> dict:
     ``size_mib`` MiB, else through a temporary file of that size written there (then removed);
     reads bypass the page cache (``O_DIRECT``), so the file's own cached pages do not count.
     """
-    from .report import machine_info
+    from benchmarks.report import machine_info
 
     size_mib = max(o.size_mib, MIN_PROBE_MIB)
     use_fio = o.fio and shutil.which("fio") is not None

@@ -19,10 +19,10 @@ import numpy as np
 
 import featurestore as fs
 
-from .device import device_limits, evict, pages_touched
-from .options import opt
-from .report import Timing, machine_info, timed_trials
-from .workload import LAYOUTS, synthetic_store
+from benchmarks.device import device_limits, evict, pages_touched
+from benchmarks.options import opt
+from benchmarks.report import Timing, machine_info, timed_trials
+from benchmarks.workload import LAYOUTS, synthetic_store
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ print(json.dumps({"check": "h2d", "pinned_GBps": h2d(True), "pageable_GBps": h2d
 
 import featurestore as fs
 from loaders import NeighborLoader
-from loaders.synthetic import power_law_store
+from loaders.datasets.synthetic import power_law_store
 
 stores = {}
 for layout, (dt, dim) in {"fp32x128": (np.float32, 128), "fp16x768": (np.float16, 768)}.items():

@@ -25,12 +25,17 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 import featurestore as fs
-
-from . import sample_bench as sb
-from .device import evict
-from .options import opt
-from .report import MissingDependencyError, machine_info, timed_loop
-from .workload import files_under, memcap_command, run_child, run_dgl_peer, synthetic_store
+from benchmarks import sample_bench as sb
+from benchmarks.device import evict
+from benchmarks.options import opt
+from benchmarks.report import MissingDependencyError, machine_info, timed_loop
+from benchmarks.workload import (
+    files_under,
+    memcap_command,
+    run_child,
+    run_dgl_peer,
+    synthetic_store,
+)
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +137,7 @@ def bench_budgeted_loader(store, o: LoaderOptions, batch_size: int) -> dict:
     importing torch_geometric (~100 MB of anonymous memory). The loop drops each batch before
     asking for the next (``batches_in_flight=1`` plans one batch buffer for that)."""
     from loaders import NeighborLoader
-    from loaders.budget import process_anon_bytes
+    from loaders.memory.budget import process_anon_bytes
 
     anon0 = process_anon_bytes()
     t = time.perf_counter()
@@ -225,7 +230,7 @@ def _out_of_core(rep: dict, o: LoaderOptions) -> None:
 
 def run(o: LoaderOptions) -> dict:
     """Every part of ``o.parts``; the loader report."""
-    from loaders.sampler import NeighborSampler  # noqa: F401  (compile/load kernels first)
+    from loaders.sample.sampler import NeighborSampler  # noqa: F401  (compile/load kernels first)
 
     parts = set(o.parts.split(","))
     os.makedirs(o.workdir, exist_ok=True)

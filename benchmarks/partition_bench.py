@@ -5,16 +5,17 @@ default), the train seeds are split over 2 and 4 ranks by:
 
 - ``loader``: what ``NeighborLoader(rank=, world_size=)`` does: every epoch a new random share;
 - ``random``: one seeded random split, kept over the epochs;
-- ``ldg`` / ``fennel``: :func:`loaders.partition.split_seeds` (streaming, locality-aware);
+- ``ldg`` / ``fennel``: :func:`loaders.sample.partition.split_seeds` (streaming, locality-aware);
 - ``blocks``: the seeds sorted by their true block, cut in equal shares (the planted optimum,
   which a real graph does not offer).
 
-Each rank samples its own seeds as its loader would (:func:`loaders.cache_policies.epoch_order`
+Each rank samples its own seeds as its loader would (:func:`loaders.memory.trace.epoch_order`
 and ``NeighborSampler.sample(seed, epoch, batch)``, fanouts ``[10, 5]``) for ``epochs`` epochs,
 no features read. Reported per rank: the distinct rows it touches per epoch and its row reads
 (one read = one distinct row of one batch, what the loader gathers), and the hit rate of the
-loader's static cache (:mod:`loaders.cache`'s presample policy: the rank's first epoch's
-access counts, :func:`~loaders.cache.presample_scores`, :func:`~loaders.cache.rank_rows`) at
+loader's static cache (:mod:`loaders.memory.cache`'s presample policy: the rank's first epoch's
+access counts, :func:`~loaders.memory.cache.presample_scores`,
+:func:`~loaders.memory.cache.rank_rows`) at
 fixed sizes, over the epochs after the first.
 """
 
@@ -31,8 +32,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .options import opt
-from .report import md_table
+from benchmarks.options import opt
+from benchmarks.report import md_table
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class PartitionOptions:
 # -- the graph -----------------------------------------------------------------------------------
 def _twin(o: PartitionOptions, workdir: str) -> str:
     """The SBM twin's store under ``workdir`` (made unless a store of the same spec is there)."""
-    from preprocess.spec import run_spec
+    from preprocess.jobs.spec import run_spec
     from preprocess.synth.sbm import SbmSpec, synth_sbm
 
     spec = SbmSpec(o.nodes, o.blocks, o.deg_in, o.deg_out, dim=16, seed=o.seed,
@@ -87,7 +88,7 @@ def _twin(o: PartitionOptions, workdir: str) -> str:
 # -- splits ----------------------------------------------------------------------------------------
 def _splitter(store, seeds, k, name, o: PartitionOptions, info: dict):
     """``epoch -> list of k seed arrays`` for split ``name``; ``info`` gets its cost."""
-    from loaders.partition import edge_cut, partition_nodes, split_seeds
+    from loaders.sample.partition import edge_cut, partition_nodes, split_seeds
 
     t0 = time.perf_counter()
     if name == "loader":  # NeighborLoader's rank/world_size share: reshuffled every epoch
@@ -118,8 +119,8 @@ def _splitter(store, seeds, k, name, o: PartitionOptions, info: dict):
 # -- one rank ------------------------------------------------------------------------------
 def _rank(sampler, ntype, n, deg, seeds_of_epoch, r, o: PartitionOptions) -> dict:
     """Sample rank ``r``'s epochs; its rows touched, reads and presample-cache hit rates."""
-    from loaders.cache import count_rows, presample_scores, rank_rows
-    from loaders.cache_policies import epoch_order
+    from loaders.memory.cache import count_rows, presample_scores, rank_rows
+    from loaders.memory.trace import epoch_order
 
     caps = [int(round(s * n)) for s in o.cache_shares]
     hot = None
@@ -168,10 +169,9 @@ def _summary(ranks: list[dict], n: int, shares) -> dict:
 def run(o: PartitionOptions | None = None) -> dict:
     """The ``partition`` report: per world size and split, every rank's working set and hits."""
     import featurestore as fs
+    from benchmarks.report import machine_info
     from loaders import NeighborSampler
-    from loaders.cache import degree_counts
-
-    from .report import machine_info
+    from loaders.memory.cache import degree_counts
 
     o = o or PartitionOptions()
     bad = [s for s in o.splits if s not in SPLITS]

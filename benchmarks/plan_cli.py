@@ -1,4 +1,4 @@
-"""``featurestore plan``: a front end to :func:`loaders.plan.plan` with a device probe.
+"""``featurestore plan``: a front end to :func:`loaders.memory.plan.plan` with a device probe.
 
 It lives in ``benchmarks`` because it may measure the device (``benchmarks.device``) and it
 plans a loader (``loaders``): the one layer allowed to import both.
@@ -16,8 +16,8 @@ __all__ = ["register"]
 
 
 def _cmd_plan(args) -> int:
-    from loaders.budget import parse_size  # as NeighborLoader(memory=) reads sizes: GB = 1e9
-    from loaders.plan import parse_input, plan
+    from loaders.memory.budget import parse_size  # as NeighborLoader(memory=) reads sizes: GB = 1e9
+    from loaders.memory.plan import parse_input, plan
 
     fanouts = [int(x) for x in args.fanouts.split(",") if x.strip()]
     memory = parse_size(args.memory) if args.memory else None

@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from preprocess.memory import format_size, parse_size
+from preprocess.steps.memory import format_size, parse_size
 
-from .device import evict
-from .options import opt
-from .report import MissingDependencyError, machine_info
-from .workload import memcap_command, run_child
+from benchmarks.device import evict
+from benchmarks.options import opt
+from benchmarks.report import MissingDependencyError, machine_info
+from benchmarks.workload import memcap_command, run_child
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def child_scipy(inp: str, store: str, nodes: int, memory: int, perm=None) -> dic
     """The peer: scipy's in-memory ``coo_matrix(...).tocsc()`` of the same edges."""
     import scipy.sparse as sp
 
-    from preprocess.memory import PeakMemory
+    from preprocess.steps.memory import PeakMemory
 
     with PeakMemory() as mem:
         a = np.load(inp)  # into RAM: scipy works in memory
@@ -143,7 +143,7 @@ def child_scipy(inp: str, store: str, nodes: int, memory: int, perm=None) -> dic
 def child_ours_features(inp: str, store: str, nodes: int, memory: int, perm=None) -> dict:
     """Our fp32 ``.npy`` -> fp16 store features (through ``perm`` when given)."""
     import featurestore as fs
-    from preprocess.features import FeatureSource, write_features
+    from preprocess.steps.features import FeatureSource, write_features
 
     shutil.rmtree(store, ignore_errors=True)
     feat = FeatureSource.from_npy(inp)

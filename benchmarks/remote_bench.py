@@ -8,7 +8,7 @@ rows/s of sparse batches (``batch`` random ids, 1% of the rows by default), the 
 per byte the rows needed, and requests per batch. The chunk reader that remote arrays used
 before (zarr inner chunks of ~1 MiB, ``ZarrRows``) is measured on the HTTP server for the
 same batches, its bytes counted by the server. A latency-injected run (``latency_ms`` per
-request, :class:`featurestore.loopback.LatencyFileSystem`) counts the round trips of a
+request, :class:`featurestore.testing.loopback.LatencyFileSystem`) counts the round trips of a
 ``latency_rows``-row sparse gather against requests / concurrency.
 
 Loopback servers measure the protocol and the client's work, not a network: the figures
@@ -30,11 +30,11 @@ import numpy as np
 
 import featurestore as fs
 from featurestore.rows import RangeRows, ZarrRows
-from featurestore.loopback import LatencyFileSystem, serve_http, serve_s3
+from featurestore.testing.loopback import LatencyFileSystem, serve_http, serve_s3
 
-from .options import opt
-from .report import has, machine_info, md_table, timed_trials
-from .workload import LAYOUTS, synthetic_store
+from benchmarks.options import opt
+from benchmarks.report import has, machine_info, md_table, timed_trials
+from benchmarks.workload import LAYOUTS, synthetic_store
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def _zarr_baseline(url: str, key: str, batches, counts: dict, io_threads: int) -
     """The chunk reader on the HTTP server (no decoded-chunk cache), bytes counted there."""
     import zarr
 
-    from featurestore.location import Location
+    from featurestore.remote.location import Location
 
     z = zarr.open_array(store=Location(url).zarr_store(read_only=True), path=key, mode="r")
     rows = ZarrRows(z, cache_bytes=0, io_threads=io_threads, name=f"{url}/{key}")

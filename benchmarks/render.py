@@ -13,7 +13,7 @@ import os
 import statistics
 import textwrap
 
-from .report import fmt_rate, md_table, plot_bars, plot_lines, plot_stacked
+from benchmarks.report import fmt_rate, md_table, plot_bars, plot_lines, plot_stacked
 
 __all__ = ["markdown", "plots", "peer_ratios", "peer_table", "machine_line", "summary_md", "all_md"]
 

@@ -22,9 +22,9 @@ import numpy as np
 
 import featurestore as fs
 
-from .options import opt
-from .report import has, machine_info, timed_loop
-from .workload import run_dgl_peer, seed_batches, synthetic_store
+from benchmarks.options import opt
+from benchmarks.report import has, machine_info, timed_loop
+from benchmarks.workload import run_dgl_peer, seed_batches, synthetic_store
 
 log = logging.getLogger(__name__)
 

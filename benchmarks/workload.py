@@ -1,7 +1,7 @@
 """What the benchmarks run on: the synthetic stores, seed batches and the outside tools.
 
 One data factory, :func:`synthetic_store`, writes the power-law graph of
-:func:`loaders.synthetic.power_law_store` with the row layout of a benchmark (MAG240M's
+:func:`loaders.datasets.synthetic.power_law_store` with the row layout of a benchmark (MAG240M's
 fp16 x 768, papers100M's fp32 x 128) and reuses it when it is already there. The tools a
 benchmark runs in a child process are found here: ``memcap`` (:func:`memcap_command`) and
 the DGL environment's interpreter (:func:`run_dgl_peer`).
@@ -21,7 +21,7 @@ import numpy as np
 
 import featurestore as fs
 
-from .report import MissingDependencyError
+from benchmarks.report import MissingDependencyError
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def synthetic_store(workdir: str, nodes: int, edges: int, layout: str = "fp32x12
                 return path
     except fs.FeatureStoreError:
         pass
-    from loaders.synthetic import power_law_store
+    from loaders.datasets.synthetic import power_law_store
 
     log.info("writing %s: %d nodes, %d edges, %s", path, nodes, edges, layout)
     t = time.perf_counter()

@@ -75,7 +75,7 @@ def main(argv=None) -> dict:
     if args.store is None:
         if not args.demo:
             p.error("give --store PATH, or --demo")
-        from loaders.synthetic import power_law_store
+        from loaders.datasets.synthetic import power_law_store
 
         tmp = tempfile.TemporaryDirectory(prefix="graphsage-demo-")
         args.store = power_law_store(os.path.join(tmp.name, "store"), num_nodes=50000,

@@ -96,7 +96,7 @@ def main(argv=None) -> dict:
     if args.store is None:
         if not args.demo:
             p.error("give --store PATH, or --demo")
-        from loaders.synthetic import mag_like_store
+        from loaders.datasets.synthetic import mag_like_store
 
         tmp = tempfile.TemporaryDirectory(prefix="rgnn-demo-")
         args.store = mag_like_store(os.path.join(tmp.name, "store"), num_papers=8000,

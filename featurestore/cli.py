@@ -26,7 +26,7 @@ COMMAND_MODULES = [
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``featurestore`` argument parser (every package's commands registered)."""
-    from . import __version__
+    from featurestore import __version__
 
     p = argparse.ArgumentParser(
         prog="featurestore",
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
-    from .errors import FeatureStoreError
+    from featurestore.errors import FeatureStoreError
 
     try:
         rc = args.func(args)

@@ -7,10 +7,10 @@ import argparse
 import json
 import sys
 
-from . import format as fmt
-from .reader import open_store
-from .units import format_size
-from .verify import verify_report
+from featurestore.format import names as fmt
+from featurestore.store import open_store
+from featurestore.units import format_size
+from featurestore.verify import verify_report
 
 
 def store_info(url, storage_options=None) -> dict:
@@ -105,7 +105,7 @@ def _cmd_verify(args) -> int:
 
 
 def _cmd_replicate(args) -> int:
-    from .replicate import replicate
+    from featurestore.remote.replicate import replicate
 
     opts = json.loads(args.storage_options) if args.storage_options else None
     rep = replicate(args.url, args.local, storage_options=opts, threads=args.threads,

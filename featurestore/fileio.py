@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .errors import DiskFullError
+from featurestore.errors import DiskFullError
 
 __all__ = ["pwrite_all"]
 

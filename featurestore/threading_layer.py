@@ -5,7 +5,7 @@ else its own ``workqueue``. GNU OpenMP does not survive ``fork``: a PyTorch ``Da
 worker forked after the parent ran a torch CPU op (torch's OpenMP pool) or a parallel numba
 kernel hangs, or dies with "fork() called from a process already using GNU OpenMP". And
 ``workqueue`` aborts on concurrent parallel regions, so the sampler runs its serial kernels
-under it (:func:`loaders._kernels._parallel_ok`).
+under it (:func:`loaders.sample.kernels._parallel_ok`).
 
 :func:`choose` (run by ``import featurestore``, which ``loaders`` and ``preprocess`` import
 first) therefore asks numba for its ``"forksafe"`` layer,

@@ -23,13 +23,18 @@ from dataclasses import dataclass, field
 import google_crc32c
 import numpy as np
 
-from ._integrity import (CHECKSUM_ALGORITHM, CHECKSUM_ATTR, _first_decrease, file_checksums,
-                         native)
-from ._shard import MISSING, ShardLayout, check_shard_file
-from .errors import CorruptStoreError, FeatureStoreError, UnsafePathError
-from .reader import Store, open_store
-from .schema import ArraySpec, check_array_meta
-from .validate import first_out_of_range
+from featurestore.errors import CorruptStoreError, FeatureStoreError, UnsafePathError
+from featurestore.format.integrity import (
+    CHECKSUM_ALGORITHM,
+    CHECKSUM_ATTR,
+    _first_decrease,
+    file_checksums,
+    native,
+)
+from featurestore.format.schema import ArraySpec, check_array_meta
+from featurestore.format.shard import MISSING, ShardLayout, check_shard_file
+from featurestore.rows.validate import first_out_of_range
+from featurestore.store import Store, open_store
 
 __all__ = ["verify_store", "verify_report", "VerifyReport"]
 

@@ -11,22 +11,27 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import uuid
-from typing import Any
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from . import __version__
-from . import format as fmt
-from ._integrity import layout_checksums, record_checksums, topology_records
-from .validate import first_out_of_range
-from .location import Location
-from ._shard import ShardWriter, zarr_array_kwargs
-from .lock import LOCK_NAME, WriteLock
-from .errors import (IncompleteStoreError, NotAStoreError, SchemaError, StoreExistsError,
-                     UnknownNodeTypeError,
-                     UnsafePathError)
-from .format import EdgeType
+from featurestore import __version__
+from featurestore.errors import (
+    IncompleteStoreError,
+    NotAStoreError,
+    SchemaError,
+    StoreExistsError,
+    UnknownNodeTypeError,
+    UnsafePathError,
+)
+from featurestore.format import names as fmt
+from featurestore.format.integrity import layout_checksums, record_checksums, topology_records
+from featurestore.format.names import EdgeType
+from featurestore.format.shard import ShardWriter, zarr_array_kwargs
+from featurestore.remote.location import Location
+from featurestore.remote.lock import LOCK_NAME, WriteLock
+from featurestore.rows.validate import first_out_of_range
 
 __all__ = ["create_store", "StoreWriter", "iter_blocks"]
 
@@ -43,7 +48,7 @@ def create_store(url: str | os.PathLike, *, mode: str = "w-",
     own files; ``"a"`` resumes an incomplete store (its finished arrays are kept). A
     directory holding anything else is never removed (:class:`StoreExistsError`).
 
-    The writer holds the store's exclusive write lock (:mod:`featurestore.lock`) until
+    The writer holds the store's exclusive write lock (:mod:`featurestore.remote.lock`) until
     :meth:`StoreWriter.commit` or :meth:`StoreWriter.close`; a second writer of the same
     path fails with :class:`StoreLockedError`.
     """

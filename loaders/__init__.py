@@ -1,7 +1,7 @@
 """Neighbour sampling and streaming mini-batch loaders over a feature store.
 
 ``loaders.NeighborLoader`` yields PyG ``Data``/``HeteroData``, DGL blocks or raw
-:class:`~loaders.sampler.MiniBatch` objects; ``loaders.pyg`` plugs the store and sampler into
+:class:`~loaders.sample.sampler.MiniBatch` objects; ``loaders.pyg`` plugs the store and sampler into
 PyG's own ``FeatureStore``/``GraphStore``/``BaseSampler`` interfaces; ``loaders.dgl`` converts
 to DGL blocks. torch_geometric and dgl are imported lazily, by those modules only: the
 attributes ``loaders.pyg`` and ``loaders.dgl`` import them on first use.
@@ -15,10 +15,23 @@ from featurestore import threading_layer as _threading_layer
 
 _threading_layer.choose()  # a no-op once featurestore chose; kept for clarity of the order
 
-from .errors import LoaderArgumentError, UnsupportedArgumentError  # noqa: E402
-from .loader import LoaderStats, NeighborLoader, resolve_input_nodes  # noqa: E402
-from .relational import HomogeneousGraph  # noqa: E402
-from .sampler import CSCGraph, Fanouts, MiniBatch, NeighborSampler, SampledSubgraph  # noqa: E402
+from loaders.errors import LoaderArgumentError, UnsupportedArgumentError  # noqa: E402
+from loaders.loader.core import LoaderStats, NeighborLoader, resolve_input_nodes  # noqa: E402
+from loaders.sample.relational import HomogeneousGraph  # noqa: E402
+from loaders.sample.sampler import CSCGraph, Fanouts, MiniBatch, NeighborSampler, SampledSubgraph  # noqa: E402
+
+
+from featurestore.moved import alias_modules as _alias_modules  # noqa: E402
+
+# the 0.1 layout's module paths, importable until 0.3 (README, "Layout")
+_alias_modules("loaders", {
+    "budget": "loaders.memory.budget", "cache": "loaders.memory.cache",
+    "cache_policies": "loaders.memory.trace", "lsc": "loaders.datasets.lsc",
+    "node_attrs": "loaders.loader.node_attrs", "partition": "loaders.sample.partition",
+    "plan": "loaders.memory.plan", "reference": "loaders.sample.reference",
+    "relational": "loaders.sample.relational", "sampler": "loaders.sample.sampler",
+    "synthetic": "loaders.datasets.synthetic",
+})
 
 __all__ = ["NeighborLoader", "LoaderStats", "NeighborSampler", "SampledSubgraph", "MiniBatch",
            "Fanouts", "CSCGraph", "HomogeneousGraph", "resolve_input_nodes",

@@ -38,11 +38,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from featurestore.errors import MissingDependencyError
-
-from .errors import LoaderArgumentError
+from loaders.errors import LoaderArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .sampler import MiniBatch, SampledSubgraph
+    from loaders.sample.sampler import MiniBatch, SampledSubgraph
 
 __all__ = ["DataLoader", "to_dgl", "to_blocks", "require_dgl", "DGLNotInstalledError",
            "NodeCollator"]
@@ -89,7 +88,7 @@ def to_dgl(batch: MiniBatch) -> tuple[Any, Any, list]:
     Parameters
     ----------
     batch
-        A :class:`loaders.sampler.MiniBatch` (what ``NeighborLoader(output="raw")`` yields):
+        A :class:`loaders.sample.sampler.MiniBatch` (what ``NeighborLoader(output="raw")`` yields):
         the sampled subgraph, the features ``x`` of its nodes and the labels ``y`` of its seeds,
         already on ``batch.device``.
 
@@ -237,14 +236,14 @@ def _pad(counts, n: int) -> np.ndarray:
 def DataLoader(graph, indices, graph_sampler, device=None, **kwargs):  # noqa: N802 - DGL's name
     """DGL's ``DataLoader(graph, indices, graph_sampler, ...)`` over a store.
 
-    ``graph`` is a store or a :class:`loaders.datasets.StoreGraph`; ``graph_sampler`` a
+    ``graph`` is a store or a :class:`loaders.datasets.views.StoreGraph`; ``graph_sampler`` a
     ``dgl.dataloading.NeighborSampler`` (or ``MultiLayerFullNeighborSampler``) or its fanouts,
     input layer first as in DGL. Yields ``(input_nodes, output_nodes, blocks)`` as DGL does:
     this is :class:`loaders.NeighborLoader` with ``output="dgl"`` and DGL's argument order, so
     every keyword of docs/compat.md's DGL table applies. ``batch_size`` defaults to 1, as in
     DGL; ``device`` to the graph view's device (DGL's default is the graph's device).
     """
-    from .loader import NeighborLoader
+    from loaders.loader.core import NeighborLoader
 
     if device is None:
         device = getattr(graph, "device", "cpu")
@@ -257,7 +256,7 @@ class NodeCollator:
     view, for scripts that feed a PyTorch ``DataLoader`` with ``collate_fn=collator.collate``
     (DGL's MAG240M RGAT example subclasses it).
 
-    ``g`` is a :class:`loaders.relational.HomogeneousGraph` (it stands for the script's
+    ``g`` is a :class:`loaders.sample.relational.HomogeneousGraph` (it stands for the script's
     homogeneous ``graph.dgl``), ``idx`` homogeneous ids of one node type and ``graph_sampler``
     a ``dgl.dataloading.NeighborSampler`` (or its fanouts, input layer first). :meth:`collate`
     returns ``(input_nodes, output_nodes, blocks)`` in homogeneous ids, the blocks carrying
@@ -271,12 +270,12 @@ class NodeCollator:
     def __init__(self, g, idx, graph_sampler, **kwargs):
         import torch
 
-        from ._compat import fanouts
-        from .relational import HomogeneousGraph
-        from .sampler import NeighborSampler
+        from loaders.loader.args import fanouts
+        from loaders.sample.relational import HomogeneousGraph
+        from loaders.sample.sampler import NeighborSampler
 
         if not isinstance(g, HomogeneousGraph):
-            raise LoaderArgumentError("Expected loaders.relational.HomogeneousGraph(store) as "
+            raise LoaderArgumentError("Expected loaders.HomogeneousGraph(store) as "
                                       f"the graph (it stands for graph.dgl). Got "
                                       f"{type(g).__name__} instead.")
         self.g = g
@@ -289,7 +288,7 @@ class NodeCollator:
         """``(input_nodes, output_nodes, blocks)`` of the seeds ``items`` (homogeneous ids)."""
         import torch
 
-        from .sampler import MiniBatch
+        from loaders.sample.sampler import MiniBatch
 
         ids = torch.stack([torch.as_tensor(i) for i in items]) if isinstance(items, list) \
             else torch.as_tensor(items)

@@ -1,7 +1,7 @@
 """PyG side: batches as ``Data``/``HeteroData``, and the store and sampler behind PyG's own
 ``FeatureStore``, ``GraphStore`` and ``BaseSampler`` interfaces.
 
-* :func:`to_pyg` converts a :class:`~loaders.sampler.MiniBatch` into what PyG's
+* :func:`to_pyg` converts a :class:`~loaders.sample.sampler.MiniBatch` into what PyG's
   ``NeighborLoader`` yields (``x``, ``y``, ``edge_index``, ``n_id``, ``e_id``, ``batch_size``,
   ``input_id``, ``num_sampled_nodes``, ``num_sampled_edges``), so ``trim_to_layer`` works.
   As in PyG, ``y`` holds the label of every sampled node of each node type that has labels
@@ -21,13 +21,17 @@ from typing import Any
 import numpy as np
 import torch
 from torch_geometric.data import Data, EdgeAttr, FeatureStore, GraphStore, HeteroData, TensorAttr
-from torch_geometric.sampler import (BaseSampler, HeteroSamplerOutput, NodeSamplerInput,
-                                     SamplerOutput)
+from torch_geometric.sampler import (
+    BaseSampler,
+    HeteroSamplerOutput,
+    NodeSamplerInput,
+    SamplerOutput,
+)
 
-from featurestore import forksafe
-
-from .relational import HomogeneousBatch
-from .sampler import MiniBatch, NeighborSampler as _CoreSampler, SampledSubgraph
+from featurestore.remote import forksafe
+from loaders.sample.relational import HomogeneousBatch
+from loaders.sample.sampler import MiniBatch, SampledSubgraph
+from loaders.sample.sampler import NeighborSampler as _CoreSampler
 
 #: the virtual attribute listed for node types without features or labels.
 ID = "n_id"
@@ -284,7 +288,7 @@ class NeighborSampler(BaseSampler):
                           **kwargs) -> SamplerOutput | HeteroSamplerOutput:
         """Sample around ``index.node`` (PyG's ``BaseSampler`` call)."""
         if index.time is not None:
-            from .errors import UnsupportedArgumentError
+            from loaders.errors import UnsupportedArgumentError
             raise UnsupportedArgumentError(
                 "Expected no input_time: loaders.pyg.NeighborSampler does not sample "
                 "temporally (every neighbour may be newer than its seed). Got input_time for "
@@ -346,7 +350,7 @@ class LegacyNeighborSampler:
     """PyG's legacy ``torch_geometric.loader.NeighborSampler(adj_t, sizes, node_idx=...)`` over
     a store's relational view (OGB-LSC's R-GNN trains with it).
 
-    ``edge_index`` is a :class:`loaders.relational.HomogeneousGraph` (it stands for the
+    ``edge_index`` is a :class:`loaders.sample.relational.HomogeneousGraph` (it stands for the
     script's ``full_adj_t``); ``node_idx`` holds homogeneous ids of one node type. Each batch
     is ``transform(batch_size, n_id, adjs)`` (or that tuple): ``n_id`` the homogeneous ids,
     seeds first, and ``adjs`` one ``Adj(adj_t, e_id, size)`` per layer, input layer first;
@@ -365,8 +369,8 @@ class LegacyNeighborSampler:
                  return_e_id: bool = True, transform=None, *, batch_size: int = 1,
                  shuffle: bool = False, drop_last: bool = False, num_workers: int = 0,
                  seed: int = 0, **kwargs):
-        from .loader import NeighborLoader
-        from .relational import HomogeneousGraph
+        from loaders.loader.core import NeighborLoader
+        from loaders.sample.relational import HomogeneousGraph
 
         try:  # adjs are SparseTensors with edge-type values, as PyG's legacy sampler gives
             import torch_sparse  # noqa: F401
@@ -379,9 +383,9 @@ class LegacyNeighborSampler:
                 "It is not installed: pip install torch-sparse (prebuilt wheels: "
                 "`make bench-peers`), or use NeighborLoader(..., homogeneous=True).") from e
         if not isinstance(edge_index, HomogeneousGraph):
-            from .errors import LoaderArgumentError
+            from loaders.errors import LoaderArgumentError
             raise LoaderArgumentError(
-                "Expected loaders.relational.HomogeneousGraph(store, node_types) as the graph "
+                "Expected loaders.HomogeneousGraph(store, node_types) as the graph "
                 f"(it stands for full_adj_t). Got {type(edge_index).__name__} instead.")
         g = edge_index
         seeds = g.seeds(node_idx if node_idx is not None else np.arange(g.num_nodes()))

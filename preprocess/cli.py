@@ -20,7 +20,7 @@ import argparse
 import importlib
 import logging
 
-from .memory import parse_size
+from preprocess.steps.memory import parse_size
 
 __all__ = ["register", "add_preprocess_command", "add_job_arguments", "add_dask_argument",
            "job_kwargs",
@@ -63,7 +63,7 @@ def add_dask_argument(p: argparse.ArgumentParser) -> None:
 
 
 def job_kwargs(args: argparse.Namespace) -> dict:
-    """Keyword arguments of :class:`preprocess.job.Job` from the shared options."""
+    """Keyword arguments of :class:`preprocess.jobs.job.Job` from the shared options."""
     try:
         budget = parse_size(args.memory)
     except ValueError as e:
@@ -141,8 +141,8 @@ def register(subparsers) -> None:
 
 
 def _run_spec(args) -> int:
-    from .dask_run import dask_client
-    from .spec_run import run_spec
+    from preprocess.dask.run import dask_client
+    from preprocess.jobs.spec_steps import run_spec
 
     kw = job_kwargs(args)
     with dask_client(args.dask) as client:
@@ -153,8 +153,8 @@ def _run_spec(args) -> int:
 
 
 def _run_edges(args) -> int:
-    from .dask_run import dask_client
-    from .edges_job import run_edges_job
+    from preprocess.dask.run import dask_client
+    from preprocess.jobs.edges import run_edges_job
 
     def col(c):
         return int(c) if args.no_header and str(c).isdigit() else c

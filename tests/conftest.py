@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from featurestore.loopback import serve_http
+from featurestore.testing.loopback import serve_http
 
 
 @pytest.fixture(scope="session")

@@ -5,12 +5,12 @@
   row byte ranges.
 * :class:`ZarrRows` (:mod:`featurestore.rows.zarr`): anything else, through zarr.
 
-:mod:`featurestore.testing` has the conformance suite a new backend runs.
+:mod:`featurestore.testing.conformance` has the conformance suite a new backend runs.
 """
 
-from .base import ForkSafePool, RowReader
-from .local import LocalRows
-from .ranges import RangeRows
-from .zarr import ZarrRows
+from featurestore.rows.base import ForkSafePool, RowReader
+from featurestore.rows.local import LocalRows
+from featurestore.rows.ranges import RangeRows
+from featurestore.rows.zarr import ZarrRows
 
 __all__ = ["RowReader", "ForkSafePool", "LocalRows", "RangeRows", "ZarrRows"]

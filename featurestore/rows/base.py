@@ -16,7 +16,7 @@ Capabilities are class flags, not methods that raise at run time:
 Backends: :class:`~featurestore.rows.local.LocalRows` (local uncompressed shard file),
 :class:`~featurestore.rows.ranges.RangeRows` (remote uncompressed shard file, row byte
 ranges) and :class:`~featurestore.rows.zarr.ZarrRows` (anything else, through zarr).
-:mod:`featurestore.testing` holds the conformance tests every backend passes.
+:mod:`featurestore.testing.conformance` holds the conformance tests every backend passes.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import ClosedStoreError
-from .. import forksafe
+from featurestore.errors import ClosedStoreError
+from featurestore.remote import forksafe
 
 __all__ = ["RowReader", "ForkSafePool"]
 

@@ -23,11 +23,11 @@ import numba
 import numpy as np
 from numba import types
 
-from .. import _kernels as K
-from .._shard import ShardLayout
-from ..errors import CorruptStoreError
-from .base import ForkSafePool, RowReader
-from .. import forksafe
+from featurestore.rows import kernels as K
+from featurestore.format.shard import ShardLayout
+from featurestore.errors import CorruptStoreError
+from featurestore.rows.base import ForkSafePool, RowReader
+from featurestore.remote import forksafe
 
 __all__ = ["LocalRows", "READ_PATHS", "UNCACHED_PATHS", "plan_spans", "read_spans",
            "copy_within", "sort_unique"]

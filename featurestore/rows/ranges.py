@@ -20,12 +20,12 @@ import numba
 import numpy as np
 from fsspec.utils import merge_offset_ranges
 
-from .. import _kernels as K
-from .._shard import ShardLayout
-from ..errors import CorruptStoreError
-from .base import RowReader
-from .local import copy_within, sort_unique
-from .. import forksafe
+from featurestore.rows import kernels as K
+from featurestore.format.shard import ShardLayout
+from featurestore.errors import CorruptStoreError
+from featurestore.rows.base import RowReader
+from featurestore.rows.local import copy_within, sort_unique
+from featurestore.remote import forksafe
 
 __all__ = ["RangeRows", "pooled_filesystem", "REMOTE_CONCURRENCY", "MAX_BLOCK_BYTES"]
 

@@ -10,8 +10,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .base import ForkSafePool, RowReader
-from .. import forksafe
+from featurestore.rows.base import ForkSafePool, RowReader
+from featurestore.remote import forksafe
 
 __all__ = ["ZarrRows"]
 

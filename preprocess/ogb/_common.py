@@ -7,9 +7,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..diskmap import open_npy
-from ..idcheck import check_input_ids
-from .errors import RawDataError
+from preprocess.steps.diskmap import open_npy
+from preprocess.steps.idcheck import check_input_ids
+from preprocess.ogb.errors import RawDataError
 
 #: elements per block when converting per-node arrays.
 BLOCK = 1 << 22

@@ -32,9 +32,9 @@ def register_preprocess(add_command) -> None:
 def _run_mag(args) -> int:
     from preprocess.cli import job_kwargs
 
-    from .mag240m import preprocess_mag240m
+    from preprocess.ogb.mag240m import preprocess_mag240m
 
-    from preprocess.dask_run import dask_client
+    from preprocess.dask.run import dask_client
 
     kw = job_kwargs(args)
     with dask_client(args.dask) as client:
@@ -47,7 +47,7 @@ def _run_mag(args) -> int:
 def _run_papers(args) -> int:
     from preprocess.cli import job_kwargs
 
-    from .papers100m import preprocess_papers100m
+    from preprocess.ogb.papers100m import preprocess_papers100m
 
     job = preprocess_papers100m(args.root, args.store, directed=args.directed, **job_kwargs(args))
     print(job.plan_text() if args.dry_run else job.summary())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pickle
 
-from ..errors import BadInputError, InputNotFoundError, PreprocessError
+from preprocess.errors import BadInputError, InputNotFoundError, PreprocessError
 
 __all__ = ["RawDataError", "RawFileNotFoundError", "UnsafePickleError", "TorchTooOldError"]
 

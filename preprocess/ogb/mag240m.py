@@ -25,19 +25,19 @@ from typing import Any
 import numpy as np
 
 import featurestore as fs
-from preprocess.csc import build_csc, reverse_etype
-from preprocess.edges import from_npy, load_npy
-from preprocess.features import FeatureSource, write_features
-from preprocess.paths import local_input
+from preprocess.steps.csc import build_csc, reverse_etype
+from preprocess.sources.edges import from_npy, load_npy
+from preprocess.steps.features import FeatureSource, write_features
+from preprocess.jobs.paths import local_input
 
-from preprocess.dask_run import check_shared_scratch
-from preprocess.job import Job, StepContext, StepDef
+from preprocess.dask.run import check_shared_scratch
+from preprocess.jobs.job import Job, StepContext, StepDef
 
-from ._common import check_ids, labels_to_int, scratch_file
-from .derive import mean_blocks
-from .errors import RawDataError
-from .layout import MAG240M_RELATIONS, MagPaths
-from .ptload import load_pt
+from preprocess.ogb._common import check_ids, labels_to_int, scratch_file
+from preprocess.ogb.derive import mean_blocks
+from preprocess.ogb.errors import RawDataError
+from preprocess.ogb.layout import MAG240M_RELATIONS, MagPaths
+from preprocess.ogb.ptload import load_pt
 
 __all__ = ["preprocess_mag240m", "mag_steps", "MagContext", "read_mag_meta", "mag_splits",
            "check_declared_counts"]
@@ -272,11 +272,11 @@ def preprocess_mag240m(root, store, *, derive_features: str | None = None,
         A ``distributed.Client``: the CSC ranges and the paper feature blocks run as Dask
         tasks (same store).
     scratch_dir
-        Scratch and work files (``--scratch``), see :class:`~preprocess.job.Job`.
+        Scratch and work files (``--scratch``), see :class:`~preprocess.jobs.job.Job`.
 
     Returns
     -------
-    preprocess.job.Job
+    preprocess.jobs.job.Job
         The finished job: ``job.summary()`` is a table of the steps (seconds, edges/s, peak
         memory), ``job.steps`` their statistics.
     """

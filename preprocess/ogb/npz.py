@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..diskmap import map_file, open_npy
-from .errors import RawDataError, RawFileNotFoundError
+from preprocess.steps.diskmap import map_file, open_npy
+from preprocess.ogb.errors import RawDataError, RawFileNotFoundError
 
 __all__ = ["NpzArchive", "NpzMember", "NpzWriter"]
 

@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from preprocess.csc import build_csc
-from preprocess.edges import from_arrays
+from preprocess.steps.csc import build_csc
+from preprocess.sources.edges import from_arrays
 
-from preprocess.job import Job, StepContext, StepDef
+from preprocess.jobs.job import Job, StepContext, StepDef
 
-from ._common import check_ids, labels_to_int, scratch_file
-from .errors import RawDataError, RawFileNotFoundError
-from .layout import PAPERS100M_SPLITS, PapersPaths
-from .npz import NpzArchive
+from preprocess.ogb._common import check_ids, labels_to_int, scratch_file
+from preprocess.ogb.errors import RawDataError, RawFileNotFoundError
+from preprocess.ogb.layout import PAPERS100M_SPLITS, PapersPaths
+from preprocess.ogb.npz import NpzArchive
 
 __all__ = ["preprocess_papers100m", "papers_steps", "PapersContext", "read_split_csv"]
 
@@ -191,7 +191,7 @@ def preprocess_papers100m(root, store, *, directed: bool = False, budget_bytes: 
 
     Returns
     -------
-    preprocess.job.Job
+    preprocess.jobs.job.Job
         The finished job (``job.summary()``: the steps' seconds, edges/s, peak memory).
     """
     paths = PapersPaths.under(root)

@@ -7,7 +7,7 @@ projected by what bounds it:
 
 - ``features:paper``: a sequential copy, scaled by the target's sequential bandwidth;
 - ``csc:*``: edge passes, each time proportional to the edges; the full size may need more
-  passes for the same memory budget (:func:`preprocess.csc.plan_csc`), and the serial numba
+  passes for the same memory budget (:func:`preprocess.steps.csc.plan_csc`), and the serial numba
   kernels are assumed no faster per core (``cpu_factor``);
 - ``derive:*``: random row reads, scaled by the ratio of random-read IOPS (queue depth 32)
   of the target device to this one's;
@@ -21,9 +21,9 @@ import json
 import os
 from dataclasses import dataclass
 
-from preprocess.csc import plan_csc
+from preprocess.steps.csc import plan_csc
 
-from .layout import MAG240M
+from preprocess.ogb.layout import MAG240M
 
 __all__ = ["Target", "project", "format_projection"]
 

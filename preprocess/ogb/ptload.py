@@ -15,7 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import RawDataError, RawFileNotFoundError, TorchTooOldError, UnsafePickleError
+from preprocess.ogb.errors import (
+    RawDataError,
+    RawFileNotFoundError,
+    TorchTooOldError,
+    UnsafePickleError,
+)
 
 __all__ = ["load_pt", "allowed_globals"]
 

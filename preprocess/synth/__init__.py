@@ -1,6 +1,6 @@
 """Synthetic twins of the OGB-LSC datasets, in their exact official layouts."""
 
-from .mag240m import MagSynthSpec, synth_mag240m
-from .papers100m import PapersSynthSpec, synth_papers100m
+from preprocess.synth.mag240m import MagSynthSpec, synth_mag240m
+from preprocess.synth.papers100m import PapersSynthSpec, synth_papers100m
 
 __all__ = ["synth_mag240m", "synth_papers100m", "MagSynthSpec", "PapersSynthSpec"]

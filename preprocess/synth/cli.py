@@ -90,8 +90,8 @@ def _register_sbm(sub) -> None:
 
 
 def _run_sbm(args: argparse.Namespace) -> int:
-    from ..errors import BadInputError
-    from .sbm import SbmSpec, synth_sbm
+    from preprocess.errors import BadInputError
+    from preprocess.synth.sbm import SbmSpec, synth_sbm
 
     kw = dict(dim=args.dim, dtype=args.dtype, seed=args.seed, classes=args.classes,
               label_noise=args.label_noise, train_share=args.train_share)
@@ -113,7 +113,7 @@ def _run_sbm(args: argparse.Namespace) -> int:
 
 
 def _run_rmat(args: argparse.Namespace) -> int:
-    from .rmat import synth_rmat
+    from preprocess.synth.rmat import synth_rmat
 
     t = time.perf_counter()
     res = synth_rmat(args.root, args.scale, args.edge_factor, dim=args.dim, dtype=args.dtype,
@@ -129,7 +129,7 @@ def _run_rmat(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import synth_mag240m, synth_papers100m
+    from preprocess.synth import synth_mag240m, synth_papers100m
 
     kw = dict(seed=args.seed, progress=not args.no_progress)
     if args.labeled_share is not None:

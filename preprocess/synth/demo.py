@@ -68,7 +68,7 @@ def run_demo(workdir: str | os.PathLike, scale: float = DEFAULT_SCALE, *, seed: 
     from preprocess.ogb.mag240m import preprocess_mag240m
     import featurestore as fs
 
-    from .mag240m import MagSynthSpec, synth_mag240m
+    from preprocess.synth.mag240m import MagSynthSpec, synth_mag240m
 
     workdir = os.fspath(workdir)
     raw, store = os.path.join(workdir, "raw"), os.path.join(workdir, "store")

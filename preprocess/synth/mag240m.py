@@ -16,9 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..ogb.layout import MAG240M, MAG240M_DIR, MagPaths
-from ._gen import (CITE_SRC_ALPHA, FeatureMaker, IdMap, edge_blocks, node_block, node_ranges,
-                   scaled)
+from preprocess.ogb.layout import MAG240M, MAG240M_DIR, MagPaths
+from preprocess.synth._gen import (
+    CITE_SRC_ALPHA,
+    FeatureMaker,
+    IdMap,
+    edge_blocks,
+    node_block,
+    node_ranges,
+    scaled,
+)
 
 __all__ = ["synth_mag240m", "MagSynthSpec"]
 

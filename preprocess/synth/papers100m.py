@@ -15,10 +15,18 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..ogb.layout import PAPERS100M, PAPERS100M_DIR, PAPERS100M_SPLITS, PapersPaths
-from ..ogb.npz import NpzWriter
-from ._gen import (CITE_SRC_ALPHA, EDGE_BLOCK, FeatureMaker, IdMap, edge_blocks, node_block,
-                   node_ranges, scaled)
+from preprocess.ogb.layout import PAPERS100M, PAPERS100M_DIR, PAPERS100M_SPLITS, PapersPaths
+from preprocess.ogb.npz import NpzWriter
+from preprocess.synth._gen import (
+    CITE_SRC_ALPHA,
+    EDGE_BLOCK,
+    FeatureMaker,
+    IdMap,
+    edge_blocks,
+    node_block,
+    node_ranges,
+    scaled,
+)
 
 __all__ = ["synth_papers100m", "PapersSynthSpec"]
 

@@ -49,8 +49,8 @@ from dataclasses import asdict, dataclass, field
 import numba
 import numpy as np
 
-from ..errors import BadInputError
-from ..progress import bar
+from preprocess.errors import BadInputError
+from preprocess.progress import bar
 
 __all__ = ["synth_rmat", "RmatSpec", "RmatResult", "RMAT_ABCD", "rmat_edges", "rmat_features",
            "quadrant_thresholds", "SPEC_NAME"]
@@ -202,7 +202,7 @@ def centroids(seed: int, num_classes: int, dim: int) -> np.ndarray:
 def rmat_features(seed: int, lo: int, hi: int, dim: int, num_classes: int,
                   dtype=np.float16, cent: np.ndarray | None = None) -> np.ndarray:
     """Feature rows ``lo .. hi-1`` (unit-variance uniform noise around the class centroid)."""
-    from .._kernels import f32_to_f16
+    from preprocess.steps.kernels import f32_to_f16
 
     cent = centroids(seed, num_classes, dim) if cent is None else cent
     x = np.empty((hi - lo, dim), np.float32)

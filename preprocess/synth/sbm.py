@@ -39,10 +39,19 @@ from dataclasses import asdict, dataclass, field
 import numba
 import numpy as np
 
-from ..errors import BadInputError
-from ..progress import bar
-from .rmat import (EDGE_BLOCK, FEAT_BLOCK_BYTES, SPEC_NAME, _draw, _feature_block, _hash_ids,
-                   _npy_writer, centroids, stream_key)
+from preprocess.errors import BadInputError
+from preprocess.progress import bar
+from preprocess.synth.rmat import (
+    EDGE_BLOCK,
+    FEAT_BLOCK_BYTES,
+    SPEC_NAME,
+    _draw,
+    _feature_block,
+    _hash_ids,
+    _npy_writer,
+    centroids,
+    stream_key,
+)
 
 __all__ = ["synth_sbm", "SbmSpec", "SbmResult", "sbm_edges", "sbm_blocks", "sbm_labels",
            "SPEC_NAME"]
@@ -224,7 +233,7 @@ def sbm_labels(spec: SbmSpec, block: np.ndarray) -> np.ndarray:
 
 def _features(spec: SbmSpec, lo: int, hi: int, labels: np.ndarray,
               cent: np.ndarray) -> np.ndarray:
-    from .._kernels import f32_to_f16
+    from preprocess.steps.kernels import f32_to_f16
 
     x = np.empty((hi - lo, spec.dim), np.float32)
     _feature_block(stream_key(spec.seed, _S_FEAT), lo, cent, labels[lo:hi],

@@ -40,7 +40,7 @@ def feat_store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def graph_store(tmp_path_factory):
-    from loaders.synthetic import power_law_store
+    from loaders.datasets.synthetic import power_law_store
 
     path = str(tmp_path_factory.mktemp("graph") / "g")
     power_law_store(path, num_nodes=3000, num_edges=30_000, feat_dim=16, num_classes=4,
@@ -224,7 +224,7 @@ def test_all_reports_a_failing_part(tmp_path, monkeypatch):
 def test_loader_and_sampler_on_a_users_heterogeneous_store(tmp_path):
     """``bench loader --on-store`` and ``bench sample --store`` measure ours on any store;
     the peers (homogeneous only) are skipped."""
-    from loaders.synthetic import mag_like_store
+    from loaders.datasets.synthetic import mag_like_store
 
     path = str(tmp_path / "mag")
     mag_like_store(path)

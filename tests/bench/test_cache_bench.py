@@ -1,4 +1,4 @@
-"""Cache policies (loaders.cache_policies) against brute-force Python references, and
+"""Cache policies (loaders.memory.trace) against brute-force Python references, and
 ``featurestore bench cache`` end to end on a tiny store."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from loaders import cache_policies as cp
+from loaders.memory import trace as cp
 
 
 # -- brute-force references (plain Python, written from the policies' definitions) -------------
@@ -254,7 +254,7 @@ def test_replay_kernels_are_compiled():
 def test_bench_cache_cli_end_to_end(tmp_path, capsys):
     import featurestore as fs
     from featurestore.cli import main
-    from loaders.synthetic import mag_like_store, power_law_store
+    from loaders.datasets.synthetic import mag_like_store, power_law_store
 
     homo = power_law_store(tmp_path / "homo", num_nodes=3000, num_edges=30000, feat_dim=8,
                            train_frac=0.2, seed=4)

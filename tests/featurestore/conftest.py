@@ -6,7 +6,7 @@ import collections
 
 import pytest
 
-from featurestore.loopback import serve_http
+from featurestore.testing.loopback import serve_http
 
 
 @pytest.fixture(scope="module")

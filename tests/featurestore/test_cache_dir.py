@@ -15,8 +15,8 @@ import pytest
 import zarr
 
 import featurestore as fs
-from featurestore.location import Location
-from featurestore.rangecache import RangeCacheFileSystem
+from featurestore.remote.location import Location
+from featurestore.remote.rangecache import RangeCacheFileSystem
 from graph_helpers import random_csc
 
 N, DIM = 5000, 32
@@ -96,7 +96,7 @@ def test_failed_fetch_leaves_no_hole(tmp_path):
     return zeros here)."""
     data = np.random.default_rng(2).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
     (tmp_path / "blob").write_bytes(data)
-    target = fs.location.fsspec.filesystem("file")
+    target = fs.remote.location.fsspec.filesystem("file")
     cfs = RangeCacheFileSystem(target, str(tmp_path / "cache"), block_bytes=4096)
     real, calls = target.cat_ranges, []
 
@@ -161,7 +161,7 @@ def test_rewritten_store_gets_a_new_cache(server, tmp_path):
 def test_s3(tmp_path):
     s3fs = pytest.importorskip("s3fs")
     pytest.importorskip("moto.server")
-    from featurestore.loopback import serve_s3
+    from featurestore.testing.loopback import serve_s3
 
     opts, stop = serve_s3("cache-test", key="k", secret="s")
     try:
@@ -183,11 +183,11 @@ def test_full_cache_disk_is_named(tmp_path, monkeypatch):
     marks nothing."""
     import errno
 
-    import featurestore.rangecache as rc
+    import featurestore.remote.rangecache as rc
 
     data = bytes(range(256)) * 1024
     (tmp_path / "blob").write_bytes(data)
-    cfs = RangeCacheFileSystem(fs.location.fsspec.filesystem("file"), str(tmp_path / "c"),
+    cfs = RangeCacheFileSystem(fs.remote.location.fsspec.filesystem("file"), str(tmp_path / "c"),
                                block_bytes=4096)
 
     def full(*a):
@@ -204,11 +204,11 @@ def test_short_cache_write_marks_nothing(tmp_path, monkeypatch):
     """pwrite writing fewer bytes than asked (a full disk, a file-size limit) is a
     DiskFullError, and the blocks stay unmarked: a later read fetches them again instead of
     serving the hole as zeros."""
-    import featurestore.rangecache as rc
+    import featurestore.remote.rangecache as rc
 
     data = bytes(range(256)) * 1024
     (tmp_path / "blob").write_bytes(data)
-    cfs = RangeCacheFileSystem(fs.location.fsspec.filesystem("file"), str(tmp_path / "c"),
+    cfs = RangeCacheFileSystem(fs.remote.location.fsspec.filesystem("file"), str(tmp_path / "c"),
                                block_bytes=4096)
     real = rc.os.pwrite
 

@@ -21,11 +21,11 @@ import pytest
 import zarr
 
 import featurestore as fs
-from featurestore import reader as reader_mod
-from featurestore._shard import MISSING
+from featurestore import store as reader_mod
+from featurestore.format.shard import MISSING
 from featurestore.cli import main as cli_main
 from featurestore.verify import verify_report, verify_store
-from loaders.sampler import CSCGraph, NeighborSampler
+from loaders.sample.sampler import CSCGraph, NeighborSampler
 
 NA, NB, DIM = 300, 200, 16
 ET = ("a", "r", "b")
@@ -178,7 +178,7 @@ def test_array_metadata_not_json_or_not_v1(store):
 
 
 def test_schema_round_trip(store):
-    from featurestore.schema import StoreSchema
+    from featurestore.format.schema import StoreSchema
 
     path, _ = store
     attrs = json.loads(Path(_root(path)).read_text())["attributes"]

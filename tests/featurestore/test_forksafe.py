@@ -1,6 +1,6 @@
 """A forked child that drops inherited remote filesystems leaves the parent's reads working.
 
-Without featurestore.forksafe the child's finalizers unregister the parent's pooled sockets
+Without featurestore.remote.forksafe the child's finalizers unregister the parent's pooled sockets
 from the epoll instance they share, and the parent's next read times out.
 """
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import featurestore as fs
-from featurestore import forksafe
-from featurestore.testing import write_array_store
+from featurestore.remote import forksafe
+from featurestore.testing.conformance import write_array_store
 
 aiohttp = pytest.importorskip("aiohttp")
 fsspec = pytest.importorskip("fsspec")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from featurestore import _kernels as K
-from featurestore._shard import ShardLayout
+from featurestore.rows import kernels as K
+from featurestore.format.shard import ShardLayout
 from featurestore.gather import LocalRows
 
 

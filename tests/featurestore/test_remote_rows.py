@@ -13,10 +13,16 @@ import pytest
 
 import featurestore as fs
 from featurestore.rows import RangeRows, ZarrRows
-from featurestore.loopback import serve_s3
 from featurestore.rows.ranges import pooled_filesystem
-from featurestore.testing import (ARRAY_KEY, LatencyFileSystem, RowReaderTests, open_rows,
-                                  serve_http, write_array_store)
+from featurestore.testing.conformance import (
+    ARRAY_KEY,
+    LatencyFileSystem,
+    RowReaderTests,
+    open_rows,
+    serve_http,
+    write_array_store,
+)
+from featurestore.testing.loopback import serve_s3
 
 pytest.importorskip("aiohttp")
 

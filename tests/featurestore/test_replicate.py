@@ -14,9 +14,9 @@ import pytest
 import zarr
 
 import featurestore as fs
-import featurestore.replicate as rp
+import featurestore.remote.replicate as rp
 from featurestore.commands import register
-from featurestore.lock import LOCK_NAME
+from featurestore.remote.lock import LOCK_NAME
 from featurestore.verify import verify_report
 from graph_helpers import random_csc
 
@@ -194,7 +194,7 @@ def test_cli(source, tmp_path, capsys):
 def test_from_s3(tmp_path):
     s3fs = pytest.importorskip("s3fs")
     pytest.importorskip("moto.server")
-    from featurestore.loopback import serve_s3
+    from featurestore.testing.loopback import serve_s3
 
     opts, stop = serve_s3("replicate-test", key="k", secret="s")
     try:
@@ -214,7 +214,7 @@ def test_source_without_generation_is_copied_again_after_a_crash(tmp_path, monke
     rerun copies everything, so a source rewritten in between is not mixed with old files."""
     import json
 
-    from featurestore.testing import write_array_store
+    from featurestore.testing.conformance import write_array_store
 
     src, dst = tmp_path / "src", tmp_path / "dst"
 

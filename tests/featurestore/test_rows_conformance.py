@@ -1,4 +1,4 @@
-"""The row-reader contract (featurestore.testing.RowReaderTests) for every backend."""
+"""The row-reader contract (featurestore.testing.conformance.RowReaderTests) for every backend."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import zarr
 
 from featurestore.rows import LocalRows, ZarrRows
-from featurestore.testing import RowReaderTests, open_rows, write_array_store
+from featurestore.testing.conformance import RowReaderTests, open_rows, write_array_store
 
 
 class TestLocalRows(RowReaderTests):

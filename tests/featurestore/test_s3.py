@@ -17,8 +17,8 @@ pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
 import featurestore as fs  # noqa: E402
-from featurestore.lock import LOCK_NAME  # noqa: E402
-from featurestore.loopback import serve_s3  # noqa: E402
+from featurestore.remote.lock import LOCK_NAME  # noqa: E402
+from featurestore.testing.loopback import serve_s3  # noqa: E402
 from graph_helpers import random_csc  # noqa: E402
 
 N_PAPER, N_AUTHOR, DIM = 1200, 500, 24

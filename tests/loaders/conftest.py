@@ -9,7 +9,7 @@ import pytest
 @pytest.fixture(scope="session")
 def homo_store_path(tmp_path_factory):
     """3000 nodes, 30k edges, Zipf in-degrees, 16-dim fp32 features with a planted signal."""
-    from loaders.synthetic import power_law_store
+    from loaders.datasets.synthetic import power_law_store
 
     return power_law_store(tmp_path_factory.mktemp("homo") / "s", num_nodes=3000,
                            num_edges=30000, feat_dim=16, num_classes=4, homophily=0.6,
@@ -19,7 +19,7 @@ def homo_store_path(tmp_path_factory):
 @pytest.fixture(scope="session")
 def hetero_store_path(tmp_path_factory):
     """A MAG240M-shaped store: paper/author/institution, features on papers only."""
-    from loaders.synthetic import mag_like_store
+    from loaders.datasets.synthetic import mag_like_store
 
     return mag_like_store(tmp_path_factory.mktemp("hetero") / "s", num_papers=1500,
                           num_authors=1000, num_institutions=40, feat_dim=16, seed=2)
@@ -44,8 +44,8 @@ def hetero_store(hetero_store_path):
 @pytest.fixture(scope="session")
 def skewed_graph():
     """An in-memory CSC graph with zero-degree nodes and hubs above Floyd's scan limit."""
-    from featurestore.format import EdgeType
-    from loaders.sampler import CSCGraph
+    from featurestore.format.names import EdgeType
+    from loaders.sample.sampler import CSCGraph
 
     rng = np.random.default_rng(7)
     n = 600

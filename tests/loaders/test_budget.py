@@ -13,7 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from loaders.budget import (MARGIN_MIN, ROWS_HEADROOM, available_memory, cgroup_memory_limit,
+from loaders.memory.budget import (MARGIN_MIN, ROWS_HEADROOM, available_memory, cgroup_memory_limit,
                             parse_size, plan_loader)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -129,7 +129,7 @@ def test_plan_arithmetic_by_hand():
 
 def test_available_memory_follows_the_cgroup_limit():
     assert 0 < available_memory()
-    code = ("from loaders.budget import cgroup_memory_limit, available_memory, "
+    code = ("from loaders.memory.budget import cgroup_memory_limit, available_memory, "
             "process_anon_bytes as a; print(cgroup_memory_limit(), available_memory(), a())")
     rc, out, err = run_capped("900M", code)
     assert rc == 0, err
@@ -142,7 +142,7 @@ LOADER_RUN = textwrap.dedent("""
     import json, sys, numpy as np, torch
     import featurestore as fs
     from loaders import NeighborLoader
-    from loaders.budget import process_anon_bytes
+    from loaders.memory.budget import process_anon_bytes
     s = fs.open_store(sys.argv[1], io_threads=16)
     F = s.features()
     anon0 = process_anon_bytes()
@@ -165,7 +165,7 @@ LOADER_RUN = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def capped_store(tmp_path_factory):
     """~200 MB of fp16 x 768 features on a skewed graph."""
-    from loaders.synthetic import power_law_store
+    from loaders.datasets.synthetic import power_law_store
 
     return power_law_store(tmp_path_factory.mktemp("capped") / "s", num_nodes=131_072,
                            num_edges=1_200_000, feat_dim=768, dtype=np.float16, num_classes=4,
@@ -201,7 +201,7 @@ def test_budgeted_loader_stays_in_its_plan_under_memcap(capped_store):
 def test_gigabyte_store_under_a_third_of_its_size(tmp_path):
     """Slow (run by name, ``-m slow``): a 2.5 GB feature store loaded under an 800 MB cgroup:
     no OOM kill, the batches' features equal direct reads, the peak within the plan."""
-    from loaders.synthetic import power_law_store
+    from loaders.datasets.synthetic import power_law_store
 
     path = power_law_store(tmp_path / "big", num_nodes=1_600_000, num_edges=16_000_000,
                            feat_dim=768, dtype=np.float16, num_classes=4, train_frac=0.003,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from loaders._buffers import BufferPool, StagingRing
+from loaders.loader.buffers import BufferPool, StagingRing
 
 
 def test_pool_reuses_only_free_buffers_and_drops_outgrown_ones():

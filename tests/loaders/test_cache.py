@@ -9,15 +9,15 @@ import torch
 
 import featurestore as fs
 from loaders import NeighborLoader, NeighborSampler
-from loaders.budget import MARGIN_MIN
-from loaders.cache import (FeatureCache, count_rows, degree_counts, presample_counts,
+from loaders.memory.budget import MARGIN_MIN
+from loaders.memory.cache import (FeatureCache, count_rows, degree_counts, presample_counts,
                            presample_scores, rank_rows)
 
 
 @pytest.fixture(scope="module")
 def wide_store_path(tmp_path_factory):
     """fp16 x 768 rows (1536 bytes: most straddle a 4 KiB page), a skewed graph."""
-    from loaders.synthetic import power_law_store
+    from loaders.datasets.synthetic import power_law_store
 
     return power_law_store(tmp_path_factory.mktemp("wide") / "s", num_nodes=2500,
                            num_edges=20000, feat_dim=768, dtype=np.float16, num_classes=4,

@@ -8,7 +8,7 @@ import torch
 
 from featurestore.errors import FeatureStoreError
 from loaders import LoaderArgumentError, NeighborLoader, UnsupportedArgumentError
-from loaders import _compat
+from loaders.loader import args as _compat
 
 
 def batches(ld):
@@ -211,8 +211,8 @@ def test_batches_carry_node_values_and_masks_as_pyg(hetero_store_path):
     """From a PyG view every node attribute reaches the batch, sliced by n_id, as PyG's loader
     slices data's; from a bare store only the attrs asked for."""
     import featurestore as fs
-    from loaders.datasets import OGB_MAG
-    from loaders.node_attrs import available_attrs
+    from loaders.datasets.views import OGB_MAG
+    from loaders.loader.node_attrs import available_attrs
 
     data = OGB_MAG(hetero_store_path)[0]
     s = data.store
@@ -250,7 +250,7 @@ def test_pyg_layerwise_inference_idiom(homo_store_path):
     the other loader keeps its x."""
     import copy
 
-    from loaders.datasets import PygNodePropPredDataset
+    from loaders.datasets.views import PygNodePropPredDataset
 
     data = PygNodePropPredDataset(root=homo_store_path)[0]
     sub = NeighborLoader(copy.copy(data), [-1], None, batch_size=256, device="cpu")

@@ -6,7 +6,7 @@ import torch
 
 import featurestore as fs
 from loaders import NeighborLoader
-from loaders.datasets import (SPLITS, AsNodePredDataset, DglNodePropPredDataset, LazyRows,
+from loaders.datasets.views import (SPLITS, AsNodePredDataset, DglNodePropPredDataset, LazyRows,
                               PygNodePropPredDataset, StoreData, StoreGraph, as_store)
 from loaders.errors import LoaderArgumentError
 
@@ -98,8 +98,8 @@ def test_loader_takes_the_view(homo_store_path):
 
 
 def test_ogb_mag_needs_features_on_every_type(tmp_path, hetero_store_path):
-    from loaders.datasets import OGB_MAG
-    from loaders.synthetic import mag_like_store
+    from loaders.datasets.views import OGB_MAG
+    from loaders.datasets.synthetic import mag_like_store
 
     with pytest.raises(LoaderArgumentError, match="author"):
         OGB_MAG(hetero_store_path, preprocess="metapath2vec")
@@ -114,7 +114,7 @@ def test_ogb_mag_needs_features_on_every_type(tmp_path, hetero_store_path):
 
 
 def test_mag240m_pyg_hetero_data(hetero_store_path):
-    from loaders.lsc import MAG240MDataset
+    from loaders.datasets.lsc import MAG240MDataset
 
     store = fs.open_store(hetero_store_path)
     data = MAG240MDataset(hetero_store_path).to_pyg_hetero_data()
@@ -205,7 +205,7 @@ def test_ogb_pyg_y_is_a_column_and_squeezes(homo_store_path, hetero_store_path):
     """OGB's PygNodePropPredDataset: data.y is (N, 1) (read_csv(...).values); scripts write
     data.y.squeeze(1), data.y[idx] against out.argmax(-1, keepdim=True). PyG's OGB_MAG and a
     bare StoreData keep y as (N,)."""
-    from loaders.datasets import OGB_MAG
+    from loaders.datasets.views import OGB_MAG
 
     store = fs.open_store(homo_store_path)
     want = torch.from_numpy(np.asarray(store.labels()).astype(np.int64))

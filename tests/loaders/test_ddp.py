@@ -23,7 +23,7 @@ pytest.importorskip("torch_geometric")
 
 import featurestore as fs  # noqa: E402
 from loaders import NeighborLoader  # noqa: E402
-from loaders.synthetic import mag_like_store, power_law_store  # noqa: E402
+from loaders.datasets.synthetic import mag_like_store, power_law_store  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_ddp.py"
 WORLD = 2

@@ -37,7 +37,7 @@ def test_heterogeneous_to_hetero_example(hetero_store_path, capsys):
 
 def test_relational_gnn_example(tmp_path):
     """examples/train_rgnn.py: a relational GNN on the homogeneous view learns above chance."""
-    from loaders.synthetic import mag_like_store
+    from loaders.datasets.synthetic import mag_like_store
 
     store = mag_like_store(tmp_path / "s", num_papers=1500, num_authors=800,
                            num_institutions=10, feat_dim=8, num_classes=3, seed=2,

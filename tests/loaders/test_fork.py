@@ -60,7 +60,7 @@ WORKERS = """
     PYG_AT_IMPORT = "torch_geometric" in sys.modules  # loaders.pyg is lazy
     from torch_geometric.loader import NodeLoader
     from loaders.pyg import NeighborSampler, remote_backend
-    from loaders import _kernels as K
+    from loaders.sample import kernels as K
     from featurestore import threading_layer as _threading
 
     K.PARALLEL_MIN = 1  # parallel kernels even on this small graph (also in spawned workers)

@@ -12,7 +12,7 @@ import torch
 import featurestore as fs
 
 from loaders import NeighborLoader, NeighborSampler
-from loaders.reference import reference_sample
+from loaders.sample.reference import reference_sample
 
 
 def loader_threads() -> list[threading.Thread]:

@@ -10,16 +10,16 @@ import pytest
 import torch
 
 import featurestore as fs
-from loaders.lsc import MAG240MDataset, MAG240MEvaluator
+from loaders.datasets.lsc import MAG240MDataset, MAG240MEvaluator
 from loaders.pyg import LegacyNeighborSampler
-from loaders.relational import HomogeneousGraph
+from loaders.sample.relational import HomogeneousGraph
 
 ORDER = ["paper", "author", "institution"]  # rgnn.py's numbering
 
 
 @pytest.fixture(scope="module")
 def rel_store(tmp_path_factory):
-    from loaders.synthetic import mag_like_store
+    from loaders.datasets.synthetic import mag_like_store
 
     path = mag_like_store(tmp_path_factory.mktemp("lsc") / "s", num_papers=500, num_authors=300,
                           num_institutions=20, feat_dim=8, seed=11, derive_features=True)

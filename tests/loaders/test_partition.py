@@ -1,4 +1,4 @@
-"""loaders.partition: the seed split is disjoint, covers the seeds, balanced to +-1 and a pure
+"""loaders.sample.partition: the seed split is disjoint, covers the seeds, balanced to +-1, a pure
 function of its arguments; on a stochastic block model LDG and Fennel cut far fewer edges than
 a random split (edge cut counted by brute force with NumPy over the COO edges) and nearly as
 few as the true blocks; a store's split names work as the loader takes them."""
@@ -11,7 +11,7 @@ import pytest
 from featurestore.errors import InvalidIdsError
 from loaders import CSCGraph
 from loaders.errors import LoaderArgumentError
-from loaders.partition import edge_cut, partition_nodes, split_seeds
+from loaders.sample.partition import edge_cut, partition_nodes, split_seeds
 from preprocess.synth.sbm import SbmSpec, sbm_blocks, sbm_edges
 
 ET = ("node", "to", "node")
@@ -127,7 +127,7 @@ def test_errors(sbm):
 
 def test_store_split_names(tmp_path):
     import featurestore as fs
-    from preprocess.spec import run_spec
+    from preprocess.jobs.spec import run_spec
     from preprocess.synth.sbm import synth_sbm
 
     res = synth_sbm(tmp_path / "ds", SbmSpec(2000, 4, 8.0, 1.0, dim=4), progress=False)

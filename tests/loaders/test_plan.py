@@ -1,4 +1,4 @@
-"""The capacity planner (loaders.plan, ``featurestore plan``) against hand / brute-force
+"""The capacity planner (loaders.memory.plan, ``featurestore plan``) against hand / brute-force
 computations on a tiny graph, and the access traces it is built on."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import featurestore as fs
-from loaders import cache_policies as cp
-from loaders import plan as P
+from loaders.memory import trace as cp
+from loaders.memory import plan as P
 
 # A tiny directed graph: CSC in-neighbours of each destination (node v's sources).
 IN = {0: [1, 2], 1: [3], 2: [4, 5], 3: [6], 4: [], 5: [7], 6: [0], 7: [2, 3],
@@ -119,7 +119,7 @@ def test_plan_against_a_hand_computation(tiny):
     with fs.open_store(tiny) as s:
         p = P.plan(s, "train", [-1, -1], batch_size=2, memory=memory, read_iops=iops,
                    interpreter_bytes=interp, staging_bytes=staging, use_budget=False)
-    assert p.memory_model == "loaders.plan.memory_plan"
+    assert p.memory_model == "loaders.memory.plan.memory_plan"
     assert p.batches_per_epoch == 2 and p.sampled_batches == 2 and p.whole_epoch
     assert p.distinct_rows_per_batch == {"node": pytest.approx(np.mean(rows))}
     assert p.distinct_rows_per_batch_max == {"node": max(rows)}
@@ -148,11 +148,11 @@ def test_plan_against_a_hand_computation(tiny):
 
 
 def test_plan_sizes_the_cache_as_the_loader_does(homo_store):
-    budget = pytest.importorskip("loaders.budget")
+    budget = pytest.importorskip("loaders.memory.budget")
     mem = 600 << 20
     p = P.plan(homo_store, "train", [5, 3], batch_size=256, memory=mem, read_iops=1e5,
                interpreter_bytes=100 << 20)
-    assert p.memory_model == "loaders.budget.plan_loader"
+    assert p.memory_model == "loaders.memory.budget.plan_loader"
     edges = []
     cp.record_trace(homo_store, "train", [5, 3], batch_size=256, epochs=2,
                     on_batch=lambda sub: edges.append(sub.num_edges))

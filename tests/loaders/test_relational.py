@@ -10,13 +10,13 @@ import torch
 
 import featurestore as fs
 from loaders import NeighborLoader
-from loaders.budget import MARGIN_MIN
+from loaders.memory.budget import MARGIN_MIN
 from loaders.errors import LoaderArgumentError
 
 
 @pytest.fixture(scope="module")
 def rel_store(tmp_path_factory):
-    from loaders.synthetic import mag_like_store
+    from loaders.datasets.synthetic import mag_like_store
 
     path = mag_like_store(tmp_path_factory.mktemp("rel") / "s", num_papers=600, num_authors=400,
                           num_institutions=30, feat_dim=8, seed=4, derive_features=True)

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import featurestore as fs
-from featurestore.format import EdgeType
+from featurestore.format.names import EdgeType
 from loaders.errors import LoaderArgumentError
-from loaders.reference import reference_sample
-from loaders.sampler import CSCGraph, Fanouts, NeighborSampler
+from loaders.sample.reference import reference_sample
+from loaders.sample.sampler import CSCGraph, Fanouts, NeighborSampler
 
 
 def same(a, b) -> bool:
@@ -74,8 +74,8 @@ FANOUTS = [[15, 10, 5], [-1, 3], [100, 70], [2, 2, 2, 2], [0, 4]]
 @pytest.fixture(params=["direct-serial", "hash-parallel"])
 def kernel_mode(request, monkeypatch):
     """Both id maps (dense array, hash table) and both kernel twins (serial, parallel)."""
-    import loaders._kernels as K
-    import loaders.sampler as S
+    import loaders.sample.kernels as K
+    import loaders.sample.sampler as S
 
     if request.param == "hash-parallel":
         monkeypatch.setattr(S, "DIRECT_MAP_BYTES", 0)
@@ -123,7 +123,7 @@ def test_one_list_for_all_relations(hetero_store):
 
 
 def test_same_batches_with_one_and_two_threads(skewed_graph, monkeypatch):
-    import loaders._kernels as K
+    import loaders.sample.kernels as K
 
     monkeypatch.setattr(K, "PARALLEL_MIN", 1)  # the parallel twins, on this small graph
     seeds = np.arange(0, 600, 3)

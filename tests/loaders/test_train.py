@@ -11,7 +11,7 @@ from torch_geometric.nn import GraphSAGE  # noqa: E402
 
 import featurestore as fs  # noqa: E402
 from loaders import NeighborLoader  # noqa: E402
-from loaders.synthetic import power_law_store  # noqa: E402
+from loaders.datasets.synthetic import power_law_store  # noqa: E402
 
 CLASSES = 4
 

@@ -1,8 +1,8 @@
 """Small shard and checksum blocks, so that a toy feature matrix has many Dask feature tasks
 (used by the Dask tests and kill_dask_run.py; every run of one comparison must use it)."""
 
-import featurestore._integrity as integrity
-import featurestore._shard as shard
+import featurestore.format.integrity as integrity
+import featurestore.format.shard as shard
 
 
 def small_blocks(setattr_=None):

@@ -16,10 +16,10 @@ import sys
 
 import distributed
 
-import preprocess.csc as csc
-import preprocess.dask_features as dfeat
+import preprocess.steps.csc as csc
+import preprocess.dask.features as dfeat
 from dask_small import small_blocks
-from preprocess.spec_run import run_spec
+from preprocess.jobs.spec_steps import run_spec
 
 spec, store, what, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 small_blocks()

@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from featurestore import _shard
+from featurestore.format import shard as _shard
 
 spec, store, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
 calls = [0]
@@ -24,7 +24,7 @@ def write(self, block):
 
 _shard.ShardWriter.write = write
 
-from preprocess.spec import run_spec  # noqa: E402
+from preprocess.jobs.spec import run_spec  # noqa: E402
 
 run_spec(spec, store, budget_bytes=16 << 20, progress=False)
 print("finished without being killed")

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import featurestore as fs
-from preprocess import build_csc, coo_to_csc, csc, from_arrays, reverse_etype
+from preprocess import build_csc, coo_to_csc, from_arrays, reverse_etype
+from preprocess.steps import csc
 from preprocess.errors import BadInputError, IdsOutOfRangeInputError
 
 from pp_helpers import csc_of, reference_csc

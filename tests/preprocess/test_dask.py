@@ -9,9 +9,9 @@ import pickle
 import numpy as np
 import pytest
 
-import preprocess.csc as csc
-from preprocess.edges import from_npy
-from preprocess.spec_run import run_spec
+import preprocess.steps.csc as csc
+from preprocess.sources.edges import from_npy
+from preprocess.jobs.spec_steps import run_spec
 
 from pp_helpers import make_toy_dataset, store_snapshot
 
@@ -64,7 +64,7 @@ def test_threads_cluster_gives_the_same_store(toy, tmp_path, monkeypatch, work_b
 def test_two_worker_processes_give_the_same_store(toy, tmp_path, monkeypatch):
     from dask_small import small_blocks
 
-    from preprocess.dask_features import TASK_PREFIX
+    from preprocess.dask.features import TASK_PREFIX
 
     _small_ranges(monkeypatch, 1000)
     small_blocks(monkeypatch.setattr)  # in the driver: the layout travels with the tasks
@@ -98,7 +98,7 @@ def test_file_sources_pickle_by_name(tmp_path):
 
 
 def test_dask_client_addresses():
-    from preprocess.dask_run import dask_client
+    from preprocess.dask.run import dask_client
     from preprocess.errors import PreprocessError
 
     with pytest.raises(PreprocessError, match="local:N with N >= 1"):
@@ -145,7 +145,7 @@ def test_histogram_blocks_as_tasks(tmp_path, monkeypatch):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from preprocess.edges import concat, from_parquet
+    from preprocess.sources.edges import concat, from_parquet
 
     real = csc.plan_csc
     monkeypatch.setattr(csc, "plan_csc", lambda *a, **kw: dataclasses.replace(

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import featurestore as fs
-from preprocess.dask_features import TASK_PREFIX
-from preprocess.dask_renumber import TASK_PREFIX as MAP_PREFIX
+from preprocess.dask.features import TASK_PREFIX
+from preprocess.dask.renumber import TASK_PREFIX as MAP_PREFIX
 from preprocess.errors import PreprocessError
-from preprocess.spec_run import run_spec
+from preprocess.jobs.spec_steps import run_spec
 
 from dask_small import small_blocks
 from pp_helpers import make_toy_dataset, store_snapshot
@@ -103,7 +103,7 @@ def _memory_snapshot(url: str, **storage_options) -> dict:
 
 
 def test_remote_store_needs_a_shared_scratch(toy, tmp_path, client, small, monkeypatch):
-    import preprocess.dask_features as dfeat
+    import preprocess.dask.features as dfeat
 
     monkeypatch.setattr(dfeat, "REMOTE_TASK_BYTES", 256)
     spec, _ = toy
@@ -156,7 +156,7 @@ def test_mag240m_twin_on_dask(tmp_path, client, small):
 
 
 def test_renumbering_blocks_and_a_bad_id_on_dask(tmp_path, client, monkeypatch):
-    import preprocess.dask_renumber as dren
+    import preprocess.dask.renumber as dren
     from preprocess.errors import BadInputError
 
     spec, raw = make_toy_dataset(tmp_path / "d", reorder="degree")
@@ -171,7 +171,7 @@ def test_renumbering_blocks_and_a_bad_id_on_dask(tmp_path, client, monkeypatch):
     # degree counts (4M-edge blocks, one per file and side): paper from cites (undirected:
     # both sides of its 2 files) and writes.csv (destination); author from writes.csv
     # (source, the type is reversed); venue from venue.npy (destination)
-    from preprocess.dask_renumber import DEGREE_PREFIX
+    from preprocess.dask.renumber import DEGREE_PREFIX
 
     assert len([t for t in ts.data if t["key"].startswith(DEGREE_PREFIX)]) == 4 + 1 + 1 + 1
     assert store_snapshot(tmp_path / "dask") == store_snapshot(tmp_path / "serial")
@@ -187,8 +187,8 @@ def test_s3_store_on_dask_through_moto(toy, tmp_path, client, small, monkeypatch
     under Dask with a shared scratch equals the single-process local store."""
     s3fs = pytest.importorskip("s3fs")
     pytest.importorskip("moto.server")
-    import preprocess.dask_features as dfeat
-    from featurestore.loopback import serve_s3
+    import preprocess.dask.features as dfeat
+    from featurestore.testing.loopback import serve_s3
 
     monkeypatch.setattr(dfeat, "REMOTE_TASK_BYTES", 256)
     opts, stop = serve_s3(key="k", secret="s")
@@ -214,7 +214,7 @@ def test_s3_store_on_dask_through_moto(toy, tmp_path, client, small, monkeypatch
 
 def test_a_resumed_job_keeps_its_scratch_directory(toy, tmp_path):
     from preprocess.errors import ManifestMismatchError
-    from preprocess.job import Job
+    from preprocess.jobs.job import Job
 
     spec, _ = toy
     store, scratch = tmp_path / "store", tmp_path / "scratch"
@@ -230,7 +230,7 @@ def test_a_resumed_job_keeps_its_scratch_directory(toy, tmp_path):
 
 
 def test_mapped_array_by_name(tmp_path):
-    from preprocess.dask_features import MappedArray
+    from preprocess.dask.features import MappedArray
 
     a = np.arange(60, dtype=np.float32).reshape(20, 3)
     np.save(tmp_path / "c.npy", a)

@@ -12,11 +12,11 @@ import fsspec
 import numpy as np
 import pytest
 
-import preprocess.csc as csc
-from preprocess.edges import from_npy, open_edges
-from preprocess.edges_job import run_edges_job
+import preprocess.steps.csc as csc
+from preprocess.sources.edges import from_npy, open_edges
+from preprocess.jobs.edges import run_edges_job
 from preprocess.errors import BadInputError, InputNotFoundError
-from preprocess.remote import open_remote_npy
+from preprocess.sources.remote import open_remote_npy
 
 from pp_helpers import store_snapshot
 
@@ -94,7 +94,7 @@ def s3(monkeypatch):
     driver and every worker read); yields an s3fs file system with the bucket ``dask-urls``."""
     s3fs = pytest.importorskip("s3fs")
     pytest.importorskip("moto.server")
-    from featurestore.loopback import serve_s3
+    from featurestore.testing.loopback import serve_s3
 
     opts, stop = serve_s3("dask-urls", key="k", secret="s")
     try:
@@ -178,9 +178,9 @@ def test_spec_with_npy_edges_and_features_on_s3(s3, tmp_path, monkeypatch):
     the single-process job and a URL for an id file are refused."""
     from dask_small import small_blocks
 
-    from preprocess.dask_features import TASK_PREFIX
+    from preprocess.dask.features import TASK_PREFIX
     from preprocess.errors import SpecError
-    from preprocess.spec_run import run_spec
+    from preprocess.jobs.spec_steps import run_spec
 
     from pp_helpers import make_toy_dataset
 
@@ -222,8 +222,8 @@ def test_remote_input_records_see_a_rewrite(tmp_path):
     so a resumed job refuses the changed input; an ETag is recorded where one is given."""
     import os
 
-    from featurestore.loopback import serve_http
-    from preprocess.remote import remote_input_record
+    from featurestore.testing.loopback import serve_http
+    from preprocess.sources.remote import remote_input_record
 
     np.save(tmp_path / "edges.npy", np.arange(20).reshape(2, 10))
     url, stop = serve_http(tmp_path)
@@ -239,7 +239,7 @@ def test_remote_input_records_see_a_rewrite(tmp_path):
 
 
 def test_s3_input_records_carry_the_etag(s3):
-    from preprocess.remote import remote_input_record
+    from preprocess.sources.remote import remote_input_record
 
     s3.pipe("dask-urls/etag/a.bin", b"one")
     r1 = remote_input_record("s3://dask-urls/etag/a.bin")

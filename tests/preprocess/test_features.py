@@ -9,7 +9,7 @@ import pytest
 
 import featurestore as fs
 from preprocess.errors import BadInputError
-from preprocess.features import FeatureSource, write_features, write_values
+from preprocess.steps.features import FeatureSource, write_features, write_values
 
 
 @pytest.fixture

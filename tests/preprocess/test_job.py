@@ -13,8 +13,8 @@ import pytest
 import featurestore as fs
 from preprocess import Job
 from preprocess.errors import ManifestMismatchError
-from preprocess.job import MANIFEST_KEY
-from preprocess.spec import run_spec
+from preprocess.jobs.job import MANIFEST_KEY
+from preprocess.jobs.spec import run_spec
 
 from pp_helpers import make_toy_dataset, store_snapshot
 
@@ -96,7 +96,7 @@ def test_sigkill_mid_step_then_resume_equals_uninterrupted(tmp_path):
 
 
 def test_remote_store_through_fsspec(tmp_path):
-    from preprocess.edges_job import run_edges_job
+    from preprocess.jobs.edges import run_edges_job
 
     e = np.random.default_rng(0).integers(0, 100, (2, 1000))
     np.save(tmp_path / "e.npy", e)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from preprocess import _kernels as K
-from preprocess.renumber import degree_rank
+from preprocess.steps import kernels as K
+from preprocess.steps.renumber import degree_rank
 
 
 def _edges(seed, n_src=50, n_dst=40, e=2000):
@@ -119,7 +119,7 @@ def test_degree_rank_is_stable_descending():
 
 
 def test_f32_to_f16_matches_numpy_bit_for_bit():
-    from preprocess._kernels import f32_to_f16
+    from preprocess.steps.kernels import f32_to_f16
 
     rng = np.random.default_rng(7)
     scales = rng.choice(np.array([1e-9, 1e-7, 3e-5, 1e-2, 1, 1e3, 6.5e4, 1e6], np.float32), 200_000)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from preprocess.errors import BadInputError
-from preprocess.renumber import IdMapper, build_idmap, degree_rank, string_keys
+from preprocess.steps.renumber import IdMapper, build_idmap, degree_rank, string_keys
 
 
 def _blocks(a, k):
@@ -84,7 +84,7 @@ def test_unknown_and_repeated_ids(tmp_path):
 
 
 def test_string_hash_collision_is_reported(tmp_path, monkeypatch):
-    import preprocess.renumber as R
+    import preprocess.steps.renumber as R
 
     real = R.string_keys  # every string gets key 0; the check hashes still differ
     monkeypatch.setattr(R, "string_keys", lambda s: (np.zeros(len(s), np.int64), real(s)[1]))

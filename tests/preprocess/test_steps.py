@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 import featurestore as fs
 from preprocess import Job, PreprocessError, StepContext, StepDef
 from preprocess.errors import BadInputError, IdsOutOfRangeInputError, InputNotFoundError
-from preprocess.idcheck import check_input_ids
-from preprocess.spec import load_spec
-from preprocess.spec_run import run_spec, spec_steps
+from preprocess.steps.idcheck import check_input_ids
+from preprocess.jobs.spec import load_spec
+from preprocess.jobs.spec_steps import run_spec, spec_steps
 
 from pp_helpers import make_toy_dataset
 

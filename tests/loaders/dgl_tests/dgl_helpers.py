@@ -1,7 +1,8 @@
 """Helpers of the DGL tests: tiny stores and a hand-made NumPy neighbour sampler.
 
 The sampler here is deliberately naive (a Python loop per destination node) and independent of
-``loaders.sampler``: it builds :class:`MiniBatch` objects with PyG's hop/layer ordering so the
+``loaders.sample.sampler``: it builds :class:`MiniBatch` objects with PyG's hop/layer ordering so
+the
 DGL adapter is tested against a sampled graph we can check by hand.
 """
 
@@ -30,12 +31,12 @@ def import_dgl():
 
 
 try:  # the real types once the sampler package provides them
-    from loaders.sampler import MiniBatch, SampledSubgraph
-except ImportError:  # pragma: no cover - before loaders/sampler.py landed
+    from loaders.sample.sampler import MiniBatch, SampledSubgraph
+except ImportError:  # pragma: no cover - before loaders/sample/sampler.py landed
     from dataclasses import dataclass
 
     @dataclass(frozen=True)
-    class SampledSubgraph:  # same fields as loaders.sampler.SampledSubgraph
+    class SampledSubgraph:  # same fields as loaders.sample.sampler.SampledSubgraph
         seed_type: str
         node: dict
         row: dict

@@ -34,7 +34,7 @@ def case(request, tmp_path_factory):
     if sampler == "handmade":
         sub = sample(store, seed_type, seeds, FANOUTS, rng)
     else:
-        from loaders.sampler import NeighborSampler
+        from loaders.sample.sampler import NeighborSampler
 
         sub = NeighborSampler(store, FANOUTS).sample(seeds, seed_type, seed=1, epoch=2, batch=3)
     batch = minibatch(store, sub)

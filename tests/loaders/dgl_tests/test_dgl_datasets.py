@@ -10,9 +10,9 @@ from dgl_helpers import import_dgl
 dgl = import_dgl()
 
 from loaders import NeighborLoader  # noqa: E402
-from loaders.datasets import AsNodePredDataset, DglNodePropPredDataset  # noqa: E402
+from loaders.datasets.views import AsNodePredDataset, DglNodePropPredDataset  # noqa: E402
 from loaders.dgl import DataLoader  # noqa: E402
-from loaders.synthetic import power_law_store  # noqa: E402
+from loaders.datasets.synthetic import power_law_store  # noqa: E402
 
 
 def test_dataloader_is_neighborloader_in_dgl_order(tmp_path):
@@ -41,7 +41,7 @@ def test_ogb_dgl_dataset_on_a_typed_store_gives_labels_per_node_type(tmp_path):
     """OGB's DglNodePropPredDataset('ogbn-mag')[0] is (heterograph, {'paper': (N, 1)
     labels}): a dict of the labelled node types (read_node_label_hetero), each read_csv(...)
     .values. A homogeneous store still gives one (N, 1) tensor."""
-    from loaders.synthetic import mag_like_store
+    from loaders.datasets.synthetic import mag_like_store
 
     path = mag_like_store(tmp_path / "mag", num_papers=120, num_authors=80, num_institutions=6,
                           feat_dim=4, seed=3)

@@ -24,7 +24,7 @@ def _example():
 
 @pytest.mark.parametrize("kind", ["homo", "hetero"])
 def test_train_dgl_example(kind, tmp_path):
-    from loaders.synthetic import mag_like_store, power_law_store
+    from loaders.datasets.synthetic import mag_like_store, power_law_store
 
     store = tmp_path / "s"
     if kind == "homo":
@@ -47,7 +47,7 @@ def test_train_dgl_example(kind, tmp_path):
 
 def test_train_dgl_rgat_example(tmp_path):
     """examples/train_dgl_rgat.py: an RGAT on blocks with edata["etype"] learns above chance."""
-    from loaders.synthetic import mag_like_store
+    from loaders.datasets.synthetic import mag_like_store
 
     store = mag_like_store(tmp_path / "s", num_papers=1500, num_authors=800, num_institutions=10,
                            feat_dim=8, num_classes=3, seed=2, derive_features=True)

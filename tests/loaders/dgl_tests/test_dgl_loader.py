@@ -12,7 +12,7 @@ dgl = import_dgl()
 import featurestore as fs  # noqa: E402
 from loaders import NeighborLoader  # noqa: E402
 from loaders.dgl import to_dgl  # noqa: E402
-from loaders.synthetic import mag_like_store, power_law_store  # noqa: E402
+from loaders.datasets.synthetic import mag_like_store, power_law_store  # noqa: E402
 
 FANOUTS = [5, 3]
 

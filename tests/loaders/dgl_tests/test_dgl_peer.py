@@ -14,7 +14,7 @@ from dgl_helpers import import_dgl
 dgl = import_dgl()
 
 import featurestore as fs  # noqa: E402
-from loaders.synthetic import power_law_store  # noqa: E402
+from loaders.datasets.synthetic import power_law_store  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "peers" / "dgl_peer.py"
 

@@ -14,7 +14,7 @@ import torch  # noqa: E402
 
 import featurestore as fs  # noqa: E402
 from loaders import NeighborLoader  # noqa: E402
-from loaders.synthetic import mag_like_store  # noqa: E402
+from loaders.datasets.synthetic import mag_like_store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_node_collator_in_a_dataloader_with_workers(rel_store):
     import pickle
 
     from loaders.dgl import NodeCollator
-    from loaders.relational import HomogeneousGraph
+    from loaders.sample.relational import HomogeneousGraph
 
     s = rel_store
     g = HomogeneousGraph(s)

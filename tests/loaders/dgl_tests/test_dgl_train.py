@@ -25,7 +25,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import featurestore as fs  # noqa: E402
 from loaders import NeighborLoader  # noqa: E402
-from loaders.synthetic import power_law_store  # noqa: E402
+from loaders.datasets.synthetic import power_law_store  # noqa: E402
 
 NUM_CLASSES = 4
 CHANCE = 1 / NUM_CLASSES

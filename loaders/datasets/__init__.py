@@ -1,0 +1,9 @@
+"""Stand-ins for the peers' dataset objects over a store: PyG ``Data``-like views, OGB and
+OGB-LSC datasets, and synthetic stores for tests and benchmarks.
+
+The names here are those of :mod:`loaders.datasets.views`; OGB-LSC's in
+:mod:`loaders.datasets.lsc`, synthetic stores in :mod:`loaders.datasets.synthetic`.
+"""
+
+from loaders.datasets.views import *  # noqa: F401,F403
+from loaders.datasets.views import __all__  # noqa: F401

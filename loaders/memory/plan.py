@@ -1,0 +1,521 @@
+"""Capacity planning: what a loader on this store will need and achieve, before training.
+
+:func:`plan` samples batches the way :class:`loaders.NeighborLoader` would (same order, same
+draws; no feature is read) and turns what it measured into the numbers a user sizes a machine
+with (``featurestore plan`` prints them):
+
+* distinct rows and feature bytes per batch, per node type (what a GPU receives per batch);
+* rows touched per epoch: counted when the sampled batches cover a whole epoch, else
+  extrapolated from the sampled batches with the incidence-based species estimator of Chao et
+  al. (2014), which is exact when every batch is sampled;
+* the memory plan: topology (CSC arrays the sampler reads), batch buffers (feature rows plus
+  the sampler's output) times the batches in flight, the interpreter, and what is left for
+  the feature cache, at the given memory (default: what this process may use, see
+  :func:`available_memory`);
+* the cache's hit rate at that size: a static cache of the rows most read in a presampled
+  epoch (ties by degree), replayed on the next epoch (:mod:`loaders.memory.trace`), the
+  policy of the loader's hot tier;
+* row reads per batch left after the cache, and the seeds/s bound they put on the loader at
+  the device's random-read rate (``read_iops``, random 4 KiB reads per second at queue depth
+  32: ``featurestore bench device`` measures it); and the sampling bound of this machine;
+* the same at 1, 2, 5, 10 and 20% of the rows cached (the memory each needs).
+
+A row read is one distinct row in one batch; a read of a missed row of up to 4 KiB costs one
+I/O, a longer row ``ceil(row_bytes / 4096)``.
+
+Examples
+--------
+>>> p = plan(store, ("paper", "train"), [15, 10, 5], batch_size=1024, memory=16 << 30,
+...          read_iops=88_000)
+>>> print(p.table())
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from loaders.errors import LoaderArgumentError
+from loaders.memory import trace as cp
+from loaders.memory.budget import resident_indptr_dtype
+
+__all__ = ["Plan", "plan", "parse_input", "available_memory", "estimate_epoch_rows",
+           "memory_plan", "INTERPRETER_BYTES", "CURVE_SHARES"]
+
+#: memory a Python process holding numpy, numba, torch and the loader takes before any batch
+#: (measured after ``import loaders``: 0.29 GiB resident, 0.17 GiB of it anonymous; numba's
+#: compiled kernels and torch's first allocations add some)
+INTERPRETER_BYTES = 384 << 20
+#: the least counted for the interpreter when it is measured (``interpreter_bytes=None``).
+MIN_INTERPRETER_BYTES = 128 << 20
+#: shares of the rows at which the plan also reports the hit rate and the seeds/s bound.
+CURVE_SHARES = (0.01, 0.02, 0.05, 0.10, 0.20)
+#: bytes per sampled edge the sampler's output holds (row, col, edge position: int64 each).
+EDGE_BYTES = 24
+#: bytes per sampled node the sampler's output holds (its store id).
+NODE_BYTES = 8
+IO_BYTES = 4096
+
+
+def parse_input(store, text) -> tuple[str, str]:
+    """``"paper:train"`` -> ``("paper", "train")``; ``"train"`` -> the node type that has the
+    split (the only one), as :class:`loaders.NeighborLoader` takes ``input_nodes``."""
+    if isinstance(text, tuple):
+        return text
+    if ":" in text:
+        ntype, split = text.split(":", 1)
+        return ntype, split
+    per = store.schema.get("splits", {}).get(text)
+    if per is None:
+        from featurestore.errors import UnknownSplitError
+
+        raise UnknownSplitError(f"Expected a split of {store.url}: {store.split_names}. "
+                                f"Got {text!r} instead.")
+    if len(per) != 1:
+        from featurestore.errors import UnknownSplitError
+
+        raise UnknownSplitError(f"Split {text!r} of {store.url} has node types {sorted(per)}: "
+                                f"name one as TYPE:{text}.")
+    return next(iter(per)), text
+
+
+def available_memory() -> tuple[int, str]:
+    """``(bytes, where from)``: what this process may use in all (the interpreter included).
+
+    Uses :func:`loaders.memory.budget.available_memory` (plus what the process holds) when that
+    module is there; else the memory
+    cgroup's limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``) when one is set, else the
+    physical memory available now (``MemAvailable``).
+    """
+    try:
+        from loaders.memory.budget import (
+            available_memory as avail,  # the loader's own budget, when present
+        )
+    except ImportError:
+        avail = None
+    if avail is not None:  # what the process may still use + what it holds: its whole share
+        from loaders.memory.budget import process_anon_bytes
+
+        return int(avail()) + int(process_anon_bytes()), "loaders.memory.budget.available_memory"
+    limit = _cgroup_limit()
+    meminfo = _meminfo("MemAvailable") or _meminfo("MemTotal")
+    if limit is not None and (meminfo is None or limit < meminfo):
+        return limit, "cgroup limit"
+    if meminfo is not None:
+        return meminfo, "MemAvailable"
+    raise LoaderArgumentError("Cannot tell how much memory this process may use (no cgroup "
+                              "limit, no /proc/meminfo): pass memory=.")
+
+
+def _cgroup_limit() -> int | None:
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0":  # cgroup v2
+            path = f"/sys/fs/cgroup{parts[2]}/memory.max"
+        elif "memory" in parts[1].split(","):
+            path = f"/sys/fs/cgroup/memory{parts[2]}/memory.limit_in_bytes"
+        else:
+            continue
+        try:
+            with open(path) as f:
+                v = f.read().strip()
+        except OSError:
+            continue
+        if v != "max" and v.isdigit() and int(v) < 1 << 60:
+            return int(v)
+    return None
+
+
+def _meminfo(key: str) -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def estimate_epoch_rows(counts: np.ndarray, sampled: int, batches: int) -> float:
+    """Distinct rows an epoch of ``batches`` batches reads, from ``counts`` (batches of the
+    ``sampled`` ones that read each row).
+
+    Chao et al.'s incidence-based extrapolation: with ``Q1``, ``Q2`` the rows read by exactly
+    one and two sampled batches, ``Q0 = (t-1)/t * Q1^2 / (2 Q2)`` and
+    ``S(t + m) = S_obs + Q0 * (1 - (1 - Q1 / (t Q0 + Q1))^m)``. Exact (``S_obs``) when
+    ``sampled >= batches``; at most the number of rows.
+    """
+    s_obs = int(np.count_nonzero(counts))
+    if sampled >= batches or s_obs == 0:
+        return float(s_obs)
+    q1 = int(np.count_nonzero(counts == 1))
+    q2 = int(np.count_nonzero(counts == 2))
+    t = sampled
+    q0 = (t - 1) / t * (q1 * q1 / (2 * q2) if q2 > 0 else q1 * (q1 - 1) / 2)
+    if q0 <= 0 or q1 == 0:
+        return float(s_obs)
+    m = batches - t
+    est = s_obs + q0 * (1 - (1 - q1 / (t * q0 + q1)) ** m)
+    return float(min(est, counts.shape[0]))
+
+
+def memory_plan(memory: int, topology_bytes: int, batch_bytes: int, in_flight: int,
+                interpreter_bytes: int = INTERPRETER_BYTES, staging_bytes: int = 0,
+                sampler_bytes: int = 0) -> dict:
+    """Split ``memory``: topology, ``in_flight`` batch buffers of ``batch_bytes``, the
+    sampler's subgraphs in flight, staging, the interpreter, and the rest (never negative) for
+    the feature cache. (The plan without :mod:`loaders.memory.budget`.)"""
+    fixed = (topology_bytes + in_flight * batch_bytes + sampler_bytes + staging_bytes
+             + interpreter_bytes)
+    return {"memory": int(memory), "topology": int(topology_bytes),
+            "batch_buffers": int(in_flight * batch_bytes + sampler_bytes),
+            "in_flight": int(in_flight),
+            "staging": int(staging_bytes), "interpreter": int(interpreter_bytes),
+            "loader_without_cache": int(fixed), "cache": int(max(0, memory - fixed)),
+            "fits": bool(memory >= fixed)}
+
+
+@dataclass
+class Plan:
+    """What :func:`plan` measured and derived; :meth:`table` prints it, :meth:`as_dict` is
+    its JSON. Byte counts are bytes; per-batch figures are means over the sampled batches
+    unless named ``max``."""
+
+    store: str
+    seed_type: str
+    ntype: str
+    fanouts: list
+    batch_size: int
+    num_inputs: int
+    batches_per_epoch: int
+    sampled_batches: int
+    whole_epoch: bool
+    num_rows: int
+    row_bytes: int
+    distinct_rows_per_batch: dict
+    distinct_rows_per_batch_max: dict
+    edges_per_batch: float
+    feature_bytes_per_batch: int
+    rows_touched_per_epoch: float
+    rows_touched_measured: bool
+    memory: dict
+    memory_source: str
+    memory_model: str
+    cache_rows: int
+    hit_rate: float
+    reads_per_batch: float
+    ios_per_batch: float
+    read_iops: float | None
+    read_iops_source: str
+    seeds_per_s_io_bound: float | None
+    sample_s_per_batch: float
+    seeds_per_s_sample_bound: float
+    seeds_per_s_bound: float | None
+    curve: list = field(default_factory=list)
+    loader_plan: dict | None = None
+
+    def as_dict(self) -> dict:
+        """The plan as a JSON-ready dict."""
+        return asdict(self)
+
+    def table(self) -> str:
+        """The plan as a two-column text table."""
+        from featurestore.units import format_size as fz
+
+        m = self.memory
+        nt = self.ntype
+        rows = [
+            ("store", self.store),
+            ("seeds", f"{self.num_inputs:,} {self.seed_type} nodes, batch {self.batch_size}, "
+                      f"fanouts {self.fanouts}: {self.batches_per_epoch} batches per epoch"),
+            ("batches sampled", f"{self.sampled_batches}"
+             + (" (a whole epoch)" if self.whole_epoch else "")),
+            ("distinct rows per batch", ", ".join(
+                f"{t} {v:,.0f} (max {self.distinct_rows_per_batch_max[t]:,})"
+                for t, v in self.distinct_rows_per_batch.items())),
+            ("sampled edges per batch", f"{self.edges_per_batch:,.0f}"),
+            ("feature bytes per batch (to the GPU)", fz(self.feature_bytes_per_batch)),
+            (f"{nt} rows touched per epoch", f"{self.rows_touched_per_epoch:,.0f} "
+             f"({self.rows_touched_per_epoch / max(1, self.num_rows):.1%} of {self.num_rows:,}"
+             f", {'counted' if self.rows_touched_measured else 'estimated'})"),
+            ("memory", f"{fz(m['memory'])} ({self.memory_source})"),
+            ("  topology", fz(m["topology"])),
+            ("  batch buffers + sampler", f"{fz(m['batch_buffers'])} ({m['in_flight']} batches "
+             "in flight)"),
+            ("  scratch, margin, interpreter", fz(m["staging"] + m["interpreter"])),
+            ("  feature cache", f"{fz(m['cache'])}: {self.cache_rows:,} {nt} rows "
+             f"({self.cache_rows / max(1, self.num_rows):.1%})"),
+            ("memory the loader needs without a cache", fz(m["loader_without_cache"])
+             + ("" if m["fits"] else "  (MORE THAN THE MEMORY GIVEN)")),
+            ("cache hit rate (presample static)", f"{self.hit_rate:.1%}"),
+            ("row reads per batch after the cache", f"{self.reads_per_batch:,.0f} "
+             f"({self.ios_per_batch:,.0f} I/Os)"),
+            ("device random reads/s", f"{self.read_iops:,.0f} ({self.read_iops_source})"
+             if self.read_iops else "not given"),
+            ("seeds/s bound: device", _rate(self.seeds_per_s_io_bound)),
+            ("seeds/s bound: sampling (this machine)", f"{self.seeds_per_s_sample_bound:,.0f} "
+             f"({1e3 * self.sample_s_per_batch:.1f} ms per batch, one sampler thread)"),
+            ("seeds/s bound", _rate(self.seeds_per_s_bound)),
+        ]
+        w = max(len(k) for k, _ in rows)
+        out = [f"{k:<{w}}  {v}" for k, v in rows]
+        if self.curve:
+            out += ["", f"{'cached rows':>12} {'cache':>10} {'memory needed':>14} {'hit rate':>9} "
+                    f"{'reads/batch':>12} {'seeds/s (device)':>17}"]
+            for c in self.curve:
+                out.append(f"{c['share']:>12.0%} {fz(c['cache_bytes'], 1):>10} "
+                           f"{fz(c['memory_needed'], 1):>14} {c['hit_rate']:>9.1%} "
+                           f"{c['reads_per_batch']:>12,.0f} {_rate(c['seeds_per_s_io_bound']):>17}")
+        return "\n".join(out)
+
+
+def _rate(x) -> str:
+    return "not bounded" if x is None else f"{x:,.0f}"
+
+
+def _ios_per_read(row_bytes: int) -> int:
+    return max(1, math.ceil(row_bytes / IO_BYTES))
+
+
+def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: int | None = None,
+         read_iops: float | None = None, read_iops_source: str = "given",
+         batches: int | None = None, max_whole_epoch: int = 64, prefetch: int = 2,
+         batches_in_flight: int = 2, device: str = "cpu",
+         interpreter_bytes: int | None = None, staging_bytes: int = 64 << 20,
+         feature: str = "feat", ntype: str | None = None, seed: int = 0,
+         curve=CURVE_SHARES, use_budget: bool | None = None) -> Plan:
+    """Measure and plan a loader on ``store``.
+
+    Parameters
+    ----------
+    store
+        A :class:`featurestore.Store`.
+    input_nodes
+        As :class:`loaders.NeighborLoader` takes them (``("paper", "train")``, ``"train"``).
+    num_neighbors, batch_size
+        The loader's fanouts and batch size.
+    memory
+        Bytes the loader's process may use in all, like a cgroup limit (default:
+        :func:`available_memory`); the loader's own budget is that less
+        ``interpreter_bytes`` (to mirror ``NeighborLoader(memory=B)``, pass ``B`` plus
+        ``interpreter_bytes``).
+    read_iops
+        The device's random reads per second (4 KiB, queue depth 32); ``None``: no I/O bound.
+    batches
+        Batches sampled per epoch (two epochs: one to rank rows, one to replay the cache on).
+        Default: a whole epoch when it has at most ``max_whole_epoch`` batches, else that many.
+    prefetch, batches_in_flight, device
+        As the loader takes them: ``batches_in_flight`` feature buffers on the CPU (none with
+        ``device="cuda"``, where batches live on the GPU and two pinned staging buffers of
+        ``staging_bytes`` are held instead), ``prefetch + 3`` sampled subgraphs.
+    interpreter_bytes, staging_bytes
+        Memory counted for the interpreter and each of the loader's staging buffers. By
+        default the interpreter is what this process holds when the plan starts (``RssAnon``:
+        Python, torch, numba, as in a training process that imported ``loaders``), at least
+        ``MIN_INTERPRETER_BYTES``; that is what the loader's own budget leaves out.
+    ntype
+        The node type whose rows the cache holds (default: the seed type when it has
+        ``feature``, else the only type that has it).
+    use_budget
+        Size the cache with the loader's own arithmetic, :func:`loaders.memory.budget.plan_loader`
+        (default: when that module is there), so that the plan predicts the cache the loader
+        will really hold; ``False``: with :func:`memory_plan`. Either way ``memory`` counts
+        the interpreter (``interpreter_bytes``) too.
+    """
+    if interpreter_bytes is None:
+        from loaders.memory.budget import process_anon_bytes
+
+        interpreter_bytes = max(MIN_INTERPRETER_BYTES, process_anon_bytes())
+    if isinstance(input_nodes, str):
+        input_nodes = parse_input(store, input_nodes)
+    m = _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
+                 feature, ntype, seed)
+    if memory is None:
+        memory, source = available_memory()
+    else:
+        source = "given"
+    mem, cache_rows, model, lp = _memory_plan(
+        store, m, int(memory), source, device=device, batches_in_flight=batches_in_flight,
+        prefetch=prefetch, staging_bytes=staging_bytes, interpreter_bytes=interpreter_bytes,
+        use_budget=use_budget)
+    return _assemble(store, num_neighbors, batch_size, m, _Replay(store, m, read_iops), mem,
+                     cache_rows, model, lp, source, read_iops, read_iops_source, curve)
+
+
+def _assemble(store, num_neighbors, batch_size, m, r, mem, cache_rows, model, lp, source,
+              read_iops, read_iops_source, curve) -> Plan:
+    """The :class:`Plan` of what was measured (``m``), replayed (``r``) and planned."""
+    now = r.at(cache_rows)
+    rb = m.row_bytes[m.ntype]
+    pts = [{"share": share, "cache_bytes": k * rb,
+            "memory_needed": mem["loader_without_cache"] + k * rb, **r.at(k)}
+           for share in curve for k in (int(round(share * m.num_rows)),)]
+    touched = estimate_epoch_rows(m.trace.counts(1), r.nb1, m.per_epoch)
+    io = now["seeds_per_s_io_bound"]
+    return Plan(store=str(store.url), seed_type=m.seed_type, ntype=m.ntype,
+                fanouts=list(num_neighbors) if not isinstance(num_neighbors, dict)
+                else {str(k): list(v) for k, v in num_neighbors.items()},
+                batch_size=int(batch_size), num_inputs=int(m.inputs.shape[0]),
+                batches_per_epoch=int(m.per_epoch), sampled_batches=int(r.nb1),
+                whole_epoch=bool(r.nb1 >= m.per_epoch), num_rows=int(m.num_rows), row_bytes=rb,
+                distinct_rows_per_batch=m.mean_rows, distinct_rows_per_batch_max=m.max_rows,
+                edges_per_batch=float(np.mean(m.edges)), feature_bytes_per_batch=m.feat_bytes,
+                rows_touched_per_epoch=touched, rows_touched_measured=bool(r.nb1 >= m.per_epoch),
+                memory=mem, memory_source=source, memory_model=model, cache_rows=cache_rows,
+                hit_rate=now["hit_rate"], reads_per_batch=now["reads_per_batch"],
+                ios_per_batch=now["ios_per_batch"],
+                read_iops=float(read_iops) if read_iops else None,
+                read_iops_source=read_iops_source if read_iops else "none",
+                seeds_per_s_io_bound=io, sample_s_per_batch=r.samp,
+                seeds_per_s_sample_bound=r.sample_bound,
+                seeds_per_s_bound=min(x for x in (io, r.sample_bound) if x is not None),
+                curve=pts, loader_plan=lp.as_dict() if lp is not None else None)
+
+
+@dataclass
+class _Measured:
+    """What sampling ``2 x batches`` batches (no features read) measured."""
+
+    seed_type: str
+    inputs: np.ndarray
+    ntype: str
+    per_epoch: int
+    featured: dict
+    row_bytes: dict
+    mean_rows: dict
+    max_rows: dict
+    edges: list
+    timings: list
+    trace: cp.AccessTrace
+    feat_bytes: int
+    num_rows: int
+
+
+def _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
+             feature, ntype, seed) -> _Measured:
+    """Sample two epochs' worth of batches as the loader would, recording rows and timings."""
+    from loaders.loader.core import resolve_input_nodes
+
+    seed_type, inputs = resolve_input_nodes(store, input_nodes)
+    ntype = ntype or cp.feature_type(store, seed_type, feature)
+    per_epoch = -(-inputs.shape[0] // batch_size)
+    b = per_epoch if batches is None and per_epoch <= max_whole_epoch else \
+        min(per_epoch, batches or max_whole_epoch)
+    featured = {t: store.features(t, feature) for t in store.node_types
+                if feature in store.feature_names(t)}
+    rows_of = {t: [] for t in featured}
+    edges: list[int] = []
+
+    def on_batch(sub):
+        for t in featured:
+            rows_of[t].append(int(sub.node[t].shape[0]))
+        edges.append(sub.num_edges)
+
+    timings: list[float] = []
+    trace = cp.record_trace(store, input_nodes, num_neighbors, batch_size=batch_size, epochs=2,
+                            ntype=ntype, seed=seed, max_batches=b, timings=timings,
+                            on_batch=on_batch)
+    row_bytes = {t: int(f.row_bytes) for t, f in featured.items()}
+    mean_rows = {t: float(np.mean(v)) for t, v in rows_of.items()}
+    return _Measured(seed_type, inputs, ntype, per_epoch, featured, row_bytes, mean_rows,
+                     {t: int(np.max(v)) for t, v in rows_of.items()}, edges, timings, trace,
+                     int(round(sum(mean_rows[t] * row_bytes[t] for t in featured))),
+                     trace.num_rows)
+
+
+def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batches_in_flight,
+                 prefetch, staging_bytes, interpreter_bytes, use_budget):
+    """``(memory split, cache rows, model name, LoaderPlan or None)`` at ``memory``."""
+    topo = 0
+    for et in store.edge_types:
+        ip, ix = store.csc(et)
+        # as the loader holds it resident (int32 offsets whenever they fit)
+        topo += resident_indptr_dtype(ip).itemsize * int(ip.shape[0]) + int(ix.nbytes)
+    cuda = str(device).startswith("cuda")
+    in_flight = 0 if cuda else int(batches_in_flight)
+    staging = 2 * int(staging_bytes) if cuda else 0
+    subgraphs = prefetch + 3
+    featured, max_rows = m.featured, m.max_rows
+    budget_mod = _budget_module() if use_budget is not False else None
+    if use_budget and budget_mod is None:
+        raise LoaderArgumentError(
+            "Expected loaders.memory.budget for use_budget=True. It is not there.")
+    if budget_mod is None:
+        sampler = subgraphs * (int(max(m.edges)) * EDGE_BYTES
+                               + NODE_BYTES * sum(max_rows.values()))
+        batch_bytes = sum(max_rows[t] * m.row_bytes[t] for t in featured)
+        mem = memory_plan(memory, topo, batch_bytes, in_flight, interpreter_bytes, staging,
+                          sampler)
+        rows = int(min(m.num_rows, mem["cache"] // max(1, m.row_bytes[m.ntype])))
+        return mem, rows, "loaders.memory.plan.memory_plan", None
+    lp = budget_mod.plan_loader(
+        budget=max(0, memory - interpreter_bytes), budget_source=source,
+        feature_row_bytes=m.row_bytes, feature_rows={t: store.num_nodes(t) for t in featured},
+        topology_bytes=topo, batch_rows=max_rows, edges_per_batch=int(max(m.edges)),
+        num_nodes={t: store.num_nodes(t) for t in store.node_types},
+        batches_in_flight=in_flight, subgraphs_in_flight=subgraphs,
+        io_threads=max([getattr(f.reader, "io_threads", 0) for f in featured.values()] + [0]),
+        scratch_bytes=staging + sum(f.reader.scratch_bytes() for f in featured.values()
+                                    if hasattr(f.reader, "scratch_bytes")),
+        sampled_batches=len(m.timings))
+    fixed = lp.planned_bytes - lp.cache_bytes + interpreter_bytes
+    mem = {"memory": memory, "topology": int(topo), "topology_resident":
+           lp.topology == "memory", "batch_buffers": int(lp.buffer_bytes + lp.sampler_bytes),
+           "in_flight": int(lp.batches_in_flight),
+           "staging": int(lp.reader_bytes + lp.margin), "interpreter": int(interpreter_bytes),
+           "loader_without_cache": int(fixed), "cache": int(lp.cache_bytes),
+           "fits": bool(memory >= fixed)}
+    rows = int(m.num_rows if lp.fits else lp.cache_rows.get(m.ntype, 0))
+    return mem, rows, "loaders.memory.budget.plan_loader", lp
+
+
+class _Replay:
+    """The static cache ranked on the first sampled epoch, replayed on the second."""
+
+    def __init__(self, store, m: _Measured, read_iops):
+        trace, featured = m.trace, m.featured
+        self.order = cp.rank_rows(trace.counts(0), cp.row_degree(store, m.ntype))
+        e1 = slice(int(trace.epoch_ptr[1]), int(trace.epoch_ptr[2]))
+        self.ids1 = trace.ids[trace.batch_ptr[e1.start]:trace.batch_ptr[e1.stop]]
+        self.ptr1 = trace.batch_ptr[e1.start:e1.stop + 1] - trace.batch_ptr[e1.start]
+        self.reads1 = int(self.ids1.shape[0])
+        self.other_reads = sum(m.mean_rows[t] for t in featured if t != m.ntype)
+        self.other_ios = sum(m.mean_rows[t] * _ios_per_read(m.row_bytes[t])
+                             for t in featured if t != m.ntype)
+        self.nb1 = self.ptr1.shape[0] - 1
+        self.seeds_pb = float(np.mean(trace.seeds_per_batch[e1]))
+        t = m.timings
+        self.samp = float(np.median(t[1:] if len(t) > 1 else t))
+        self.sample_bound = self.seeds_pb / self.samp if self.samp > 0 else float("inf")
+        self.read_iops, self.rb, self.n_rows = read_iops, m.row_bytes[m.ntype], m.num_rows
+
+    def at(self, cache_rows: int) -> dict:
+        """Hit rate, reads and I/Os per batch, and the device bound with ``cache_rows``."""
+        mask = cp.static_mask(self.order, cache_rows, self.n_rows)
+        hits = int(cp.static_hits(self.ids1, self.ptr1, mask).sum())
+        hr = hits / self.reads1 if self.reads1 else 1.0
+        miss = (self.reads1 - hits) / self.nb1 + self.other_reads
+        ios = (self.reads1 - hits) / self.nb1 * _ios_per_read(self.rb) + self.other_ios
+        io_bound = (self.read_iops * self.seeds_pb / ios if self.read_iops and ios > 0
+                    else None)
+        return {"cache_rows": cache_rows, "hit_rate": hr, "reads_per_batch": miss,
+                "ios_per_batch": ios, "seeds_per_s_io_bound": io_bound}
+
+
+def _budget_module():
+    """:mod:`loaders.memory.budget` when it is there (the loader's memory arithmetic)."""
+    try:
+        from loaders.memory import budget
+    except ImportError:
+        return None
+    return budget if hasattr(budget, "plan_loader") else None

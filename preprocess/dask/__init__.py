@@ -1,0 +1,1 @@
+"""The Dask variants of the steps (imported lazily: ``pip install graph-featurestore[dask]``)."""

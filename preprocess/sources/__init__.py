@@ -1,0 +1,1 @@
+"""Inputs: edge lists (``.npy``, parquet, CSV, arrays, remote URLs) streamed in blocks."""
