@@ -1,7 +1,7 @@
 """``bench cache``: feature-cache policies replayed on the row reads of sampled epochs.
 
 :func:`loaders.memory.trace.record_trace` samples epochs exactly as ``NeighborLoader(shuffle=
-True)`` would (no feature read) and :func:`loaders.memory.trace.replay` replays every policy
+True)`` would (no feature read) and :func:`benchmarks.cache_sim.replay` replays every policy
 at 1-20% of the rows, against Belady and the per-epoch optimal static cache; hit rates are of
 the epochs after the first (docs/benchmarks.md, "Feature-cache policies").
 """
@@ -64,6 +64,7 @@ def _timed(fn, *args, **kw):
 
 def run_one(t: Target, o: CacheOptions) -> dict:
     """Record and replay on one store; the store's entry of the report."""
+    from benchmarks import cache_sim as sim
     from loaders.memory import trace as cp
     from loaders.memory.plan import parse_input
 
@@ -75,9 +76,9 @@ def run_one(t: Target, o: CacheOptions) -> dict:
         row_bytes = int(s.features(trace.ntype).row_bytes)
     n, budgets = trace.num_rows, [b / 100 for b in o.budgets]
     caps = [int(round(b * n)) for b in budgets]
-    res, rep_s = _timed(cp.replay, trace, caps, degree=deg, window=o.window)
+    res, rep_s = _timed(sim.replay, trace, caps, degree=deg, window=o.window)
     table = []
-    for p in cp.POLICIES:
+    for p in sim.REPLAY_POLICIES:
         for b, k in zip(budgets, caps):
             hr, best = res.hit_rate(p, k), res.hit_rate("optimal-static", k)
             table.append({"policy": p, "budget": b, "capacity_rows": k,

@@ -10,17 +10,22 @@ and with ``--plot`` the PNG charts into ``<out>``.
 from __future__ import annotations
 
 import argparse
-import importlib
 from dataclasses import replace
+
+from benchmarks import cache_bench, device, gather_bench, loader_bench, partition_bench
+from benchmarks import preprocess_bench, remote_bench, sample_bench
 
 DEFAULT_OUT = "bench-results"
 
 #: name: (module, options class); the class's docstring is the subcommand's help
-BENCHES = {"device": ("device", "DeviceOptions"), "gather": ("gather_bench", "GatherOptions"),
-           "sample": ("sample_bench", "SampleOptions"), "loader": ("loader_bench", "LoaderOptions"),
-           "cache": ("cache_bench", "CacheOptions"), "remote": ("remote_bench", "RemoteOptions"),
-           "preprocess": ("preprocess_bench", "PreprocessOptions"),
-           "partition": ("partition_bench", "PartitionOptions")}
+BENCHES = {"device": (device, device.DeviceOptions),
+           "gather": (gather_bench, gather_bench.GatherOptions),
+           "sample": (sample_bench, sample_bench.SampleOptions),
+           "loader": (loader_bench, loader_bench.LoaderOptions),
+           "cache": (cache_bench, cache_bench.CacheOptions),
+           "remote": (remote_bench, remote_bench.RemoteOptions),
+           "preprocess": (preprocess_bench, preprocess_bench.PreprocessOptions),
+           "partition": (partition_bench, partition_bench.PartitionOptions)}
 #: benchmarks with their own sizes (no --scale / --quick)
 UNSIZED = ("device", "remote", "partition")
 
@@ -29,8 +34,7 @@ def _options(name: str, args: argparse.Namespace):
     """The benchmark's module and its options: the sizes at ``--scale``, then the flags given."""
     from benchmarks.options import Sizes, given, sized
 
-    mod = importlib.import_module(f"benchmarks.{BENCHES[name][0]}")
-    cls = getattr(mod, BENCHES[name][1])
+    mod, cls = BENCHES[name]
     if not hasattr(args, "scale"):  # not sized (device)
         return mod, cls(**given(args, cls))
     return mod, replace(sized(cls, Sizes.quick() if args.quick else Sizes.at(args.scale)),
@@ -85,8 +89,7 @@ def register(sub) -> None:
                            "writes JSON (machine, versions, options, every trial), markdown and, "
                            "with --plot, PNG charts into --out.")
     bsub = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for name, (module, cls) in BENCHES.items():
-        cls = getattr(importlib.import_module(f"benchmarks.{module}"), cls)
+    for name, (_, cls) in BENCHES.items():
         p = bsub.add_parser(name, help=_help(cls))
         add_options(p, cls)
         _common(p, sized=name not in UNSIZED)

@@ -18,8 +18,8 @@ import numba
 import numpy as np
 
 import featurestore as fs
+from featurestore.device import device_limits, evict, pages_touched
 
-from benchmarks.device import device_limits, evict, pages_touched
 from benchmarks.options import opt
 from benchmarks.report import Timing, machine_info, timed_trials
 from benchmarks.workload import LAYOUTS, synthetic_store

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 import featurestore as fs
+from featurestore.device import evict
 from benchmarks import sample_bench as sb
-from benchmarks.device import evict
 from benchmarks.options import opt
 from benchmarks.report import MissingDependencyError, machine_info, timed_loop
 from benchmarks.workload import (

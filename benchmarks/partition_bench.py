@@ -67,7 +67,7 @@ class PartitionOptions:
 # -- the graph -----------------------------------------------------------------------------------
 def _twin(o: PartitionOptions, workdir: str) -> str:
     """The SBM twin's store under ``workdir`` (made unless a store of the same spec is there)."""
-    from preprocess.jobs.spec import run_spec
+    from preprocess.jobs.spec_steps import run_spec
     from preprocess.synth.sbm import SbmSpec, synth_sbm
 
     spec = SbmSpec(o.nodes, o.blocks, o.deg_in, o.deg_out, dim=16, seed=o.seed,

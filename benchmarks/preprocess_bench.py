@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from featurestore.device import evict
 from preprocess.steps.memory import format_size, parse_size
 
-from benchmarks.device import evict
 from benchmarks.options import opt
 from benchmarks.report import MissingDependencyError, machine_info
 from benchmarks.workload import memcap_command, run_child

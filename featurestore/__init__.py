@@ -1,6 +1,6 @@
 """Out-of-core graph feature store: a zarr v3 format, fast row gathers, and its writer."""
 
-__version__ = "0.1.0"
+from featurestore.version import __version__  # noqa: F401
 
 from featurestore import threading_layer as _threading_layer
 

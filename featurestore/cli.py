@@ -1,31 +1,60 @@
 """The ``featurestore`` console script: one entry point, one subcommand per job.
 
-Each package contributes its subcommands through a ``register(subparsers)`` function in its
-own ``cli`` module, imported here by name so that ``featurestore`` itself stays free of the
-layers above it (docs/design.md).
+``featurestore``'s own commands (``info``, ``verify``, ``replicate``) are in
+:mod:`featurestore.commands`. The packages above it add theirs as entry points of the group
+:data:`COMMAND_GROUP` (``pyproject.toml``): one entry point per command, named as the command,
+whose function takes the parser's subparsers and adds that command::
+
+    [project.entry-points."featurestore.commands"]
+    plan = "loaders.cli:register"
+
+so ``featurestore`` names no module of the layers above it (docs/design.md). Only the entry
+point of the command being run is imported; ``featurestore --help`` imports them all.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
+from importlib.metadata import EntryPoint, entry_points
 
-#: modules with a ``register(subparsers)`` function, in the order their commands are listed.
-COMMAND_MODULES = [
-    "featurestore.commands",
-    "preprocess.cli",
-    "preprocess.synth.cli",
-    "benchmarks.cli",
-    "benchmarks.plan_cli",
-    "benchmarks.demo",
-]
+from featurestore import commands
+
+__all__ = ["COMMAND_GROUP", "build_parser", "main"]
+
+#: the entry-point group of the commands other packages add
+COMMAND_GROUP = "featurestore.commands"
+#: the order ``featurestore --help`` lists those commands in (others follow, by name)
+LISTED_FIRST = ("preprocess", "synth", "bench", "plan", "demo")
+_OWN = ("info", "verify", "replicate")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the ``featurestore`` argument parser (every package's commands registered)."""
+def _command_entry_points() -> list[EntryPoint]:
+    eps = list(entry_points(group=COMMAND_GROUP))
+    if not eps:
+        raise RuntimeError(
+            f"Expected the '{COMMAND_GROUP}' entry points of the graph-featurestore package. "
+            "Found none: install the package (pip install -e .) so its metadata is there.")
+    rank = {name: i for i, name in enumerate(LISTED_FIRST)}
+    return sorted(eps, key=lambda ep: (rank.get(ep.name, len(rank)), ep.name))
+
+
+def _command_in(argv: list[str]) -> str | None:
+    """The command ``argv`` runs: its first word that is not an option."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """Return the ``featurestore`` argument parser.
+
+    Parameters
+    ----------
+    argv
+        The arguments it will parse: when they run a known command, only that command's
+        entry point is loaded. ``None``: every command is added.
+    """
     from featurestore import __version__
 
     p = argparse.ArgumentParser(
@@ -34,20 +63,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"featurestore {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name:  # the package has no commands yet
-                continue
-            raise
-        mod.register(sub)
+    commands.register(sub)
+    eps = _command_entry_points()
+    wanted = _command_in(argv) if argv is not None else None
+    if wanted is None and argv is not None and "--version" in argv:
+        wanted = "--version"  # no command is run: none is loaded
+    elif wanted not in {ep.name for ep in eps} | set(_OWN):
+        wanted = None  # no command, or an unknown one: all are added, for the help or error
+    for ep in eps:
+        if wanted is None or ep.name == wanted:
+            ep.load()(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``featurestore`` command line; return the exit status."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

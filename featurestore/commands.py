@@ -1,5 +1,5 @@
-"""``featurestore info``, ``verify`` and ``replicate`` (``plan`` is in ``benchmarks.plan_cli``:
-it plans a loader and may probe the device, so it sits above ``loaders``)."""
+"""``featurestore info``, ``verify`` and ``replicate``: the commands of ``featurestore`` itself
+(the other packages add theirs as entry points, see :mod:`featurestore.cli`)."""
 
 from __future__ import annotations
 

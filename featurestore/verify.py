@@ -119,7 +119,7 @@ def _check_array(store: Store, spec: ArraySpec, rep: VerifyReport, *, full: bool
     loc = store.loc
     file = loc.path(f"{key}/zarr.json")
     try:
-        store._confined(key, file)
+        store._opener.confined(key, file)
     except UnsafePathError as e:
         return [f"{key}: {e}"]
     try:
@@ -134,7 +134,7 @@ def _check_array(store: Store, spec: ArraySpec, rep: VerifyReport, *, full: bool
     meta = json.loads(raw)
     if layout is not None:
         try:
-            store._confined(key, loc.path(f"{key}/{layout.chunk_key()}"))
+            store._opener.confined(key, loc.path(f"{key}/{layout.chunk_key()}"))
         except UnsafePathError as e:
             return [f"{key}: {e}"]
         found = check_shard_file(loc, key, layout, full=full)
@@ -195,7 +195,7 @@ def _check_zarr_array(store: Store, key: str, meta: dict, rep: VerifyReport, *,
     """A compressed (or otherwise zarr-read) array: files present, shard indexes whole,
     every chunk decodes."""
     try:
-        store._check_chunks_present(key, meta)
+        store._opener.check_chunks_present(key, meta)
     except CorruptStoreError as e:
         return [f"{key}: {e}"]
     out = _check_shard_indexes(store, key, meta)

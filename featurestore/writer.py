@@ -4,6 +4,10 @@ Until :meth:`StoreWriter.commit` the root attributes say ``complete: false`` and
 refuse the store. Each array is written to a temporary file and renamed into place when
 whole, and the schema in the root ``zarr.json`` is rewritten atomically after every step,
 so a writer killed at any point leaves a store that is either refused or resumable.
+
+The writer records each step in a :class:`~featurestore.format.schema.StoreSchema`, the
+representation readers parse the root ``zarr.json`` into, and writes it back with
+:meth:`~featurestore.format.schema.StoreSchema.to_json`.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from featurestore import __version__
 from featurestore.errors import (
     IncompleteStoreError,
     NotAStoreError,
@@ -26,12 +29,20 @@ from featurestore.errors import (
     UnsafePathError,
 )
 from featurestore.format import names as fmt
-from featurestore.format.integrity import layout_checksums, record_checksums, topology_records
+from featurestore.format.arrays import BlockCheck, create_array, write_array
+from featurestore.format.integrity import topology_records
 from featurestore.format.names import EdgeType
-from featurestore.format.shard import ShardWriter, zarr_array_kwargs
+from featurestore.format.schema import (
+    EdgeTypeSchema,
+    FeatureSchema,
+    NodeTypeSchema,
+    StoreSchema,
+    ValueSchema,
+)
 from featurestore.remote.location import Location
 from featurestore.remote.lock import LOCK_NAME, WriteLock
 from featurestore.rows.validate import first_out_of_range
+from featurestore.version import __version__
 
 __all__ = ["create_store", "StoreWriter", "iter_blocks"]
 
@@ -117,7 +128,7 @@ class StoreWriter:
             attrs = self.loc.read_json("zarr.json").get("attributes", {})
             if attrs.get("complete") is True:
                 raise StoreExistsError(f"The store at {self.url} is complete; nothing to resume.")
-            self.attrs = attrs
+            self._meta = StoreSchema.from_attrs(attrs, self.url, file=self.loc.path("zarr.json"))
             return
         if state == "store":
             if mode == "w-":
@@ -125,12 +136,7 @@ class StoreWriter:
             _remove_store_files(self.loc)
         elif state == "other":
             raise StoreExistsError(f"Expected no other files at {self.url}; nothing was removed.")
-        self.attrs = {
-            "format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION,
-            "complete": False, "writer_version": __version__,
-            "schema": {"node_types": {}, "edge_types": [], "splits": {}},
-            "provenance": [],
-        }
+        self._meta = StoreSchema.new(self.url, __version__)
         self._save()
 
     def close(self) -> None:
@@ -146,103 +152,49 @@ class StoreWriter:
 
     # -- bookkeeping ----------------------------------------------------------------
     @property
+    def meta(self) -> StoreSchema:
+        """The schema written so far (what :attr:`Store.meta <featurestore.Store.meta>` will
+        read back)."""
+        return self._meta
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """The root attributes written so far, as JSON (a copy: steps change :attr:`meta`)."""
+        return self._meta.to_attrs()
+
+    @property
     def schema(self) -> dict[str, Any]:
-        """The schema being written (the raw JSON dict of the root attributes)."""
+        """The schema being written, as the JSON of the root attributes (a copy)."""
         return self.attrs["schema"]
 
     def _save(self) -> None:
-        self.loc.write_json_atomic(
-            "zarr.json", {"zarr_format": 3, "node_type": "group", "attributes": self.attrs})
+        self.loc.write_json_atomic("zarr.json", self._meta.to_json())
+
+    def _record(self, meta: StoreSchema) -> None:
+        """Make ``meta`` the schema and write it."""
+        self._meta = meta
+        self._save()
 
     def has_array(self, key: str) -> bool:
         """Whether ``key`` was written completely (resuming jobs skip it)."""
-        return self.loc.exists(f"{key}/zarr.json") and key in self.attrs.get("arrays", [])
+        return self.loc.exists(f"{key}/zarr.json") and key in self._meta.arrays
 
-    def _ntype(self, ntype: str) -> dict:
-        if ntype not in self.schema["node_types"]:
+    def _ntype(self, ntype: str) -> NodeTypeSchema:
+        nts = self._meta.node_types
+        if ntype not in nts:
             raise UnknownNodeTypeError(f"Expected a node type added to {self.url} "
-                                       f"({sorted(self.schema['node_types'])}). Got {ntype!r}.")
-        return self.schema["node_types"][ntype]
+                                       f"({sorted(nts)}). Got {ntype!r}.")
+        return nts[ntype]
 
     def _create_meta(self, key: str, shape: tuple, dtype: np.dtype, compressors=None) -> dict:
-        import zarr
-
-        if compressors is None:
-            kw = zarr_array_kwargs(shape, dtype)
-        else:
-            kw = zarr_array_kwargs(shape, dtype)
-            kw.pop("shards", None)
-            kw["compressors"] = _with_crc32c(compressors)  # zarr checks every inner chunk
-            if shape[0]:
-                kw["shards"] = (kw["chunks"][0] * 64,) + tuple(shape[1:])
-        kw["config"] = {"write_empty_chunks": True}
-        return dict(array=zarr.create_array(store=self._zstore, name=key, overwrite=True, **kw),
-                    kw=kw)
+        return create_array(self._zstore, key, shape, dtype, compressors)
 
     def _done(self, key: str) -> None:
-        arrays = self.attrs.setdefault("arrays", [])
-        if key not in arrays:
-            arrays.append(key)
-        self._save()
+        self._record(self._meta.with_array(key))
 
     def _write(self, key: str, shape: tuple, dtype: np.dtype, blocks: Iterable,
-               compressors=None, check=None) -> None:
-        if compressors is not None:
-            self._write_zarr(key, shape, dtype, blocks, compressors, check)
-            return
-        meta = self._create_meta(key, shape, dtype)
-        if shape[0] == 0:
-            for b in blocks:
-                if len(b):
-                    raise SchemaError(f"Expected 0 rows for {key}. Got {len(b)} or more instead.")
-            self._done(key)
-            return
-        w = ShardWriter(self.loc, key, shape, dtype, meta["kw"]["chunks"][0])
-        sums = layout_checksums(w.layout)  # CRC-32 per block of rows: `verify --data`
-        try:
-            for b in blocks:
-                b = np.asarray(b)
-                if check is not None:
-                    check(b, w.rows)
-                sums.update_async(np.ascontiguousarray(b, dtype=w.layout.dtype))  # as written
-                w.write(b)
-                sums.wait()  # before the block's buffer may be reused
-            w.close()
-        except BaseException:
-            sums.close()
-            w.abort()
-            raise
-        record_checksums(self.loc, key, sums)
-        self._done(key)
-
-    def _write_zarr(self, key, shape, dtype, blocks, compressors, check) -> None:
-        z = self._create_meta(key, shape, dtype, compressors)["array"]
-        step = z.shards[0] if shape[0] else 1
-        buf = np.empty((step,) + tuple(shape[1:]), dtype)
-        fill = 0
-        done = 0
-        for b in blocks:
-            b = np.asarray(b)
-            if check is not None:
-                check(b, done + fill)
-            if b.shape[1:] != tuple(shape[1:]) or done + fill + len(b) > shape[0]:
-                raise SchemaError(f"Expected {shape[0]} rows of shape {shape[1:]} for {key}. "
-                                  f"Got a block of shape {b.shape} at row {done + fill}.")
-            i = 0
-            while i < len(b):
-                k = min(step - fill, len(b) - i)
-                buf[fill:fill + k] = b[i:i + k]
-                fill += k
-                i += k
-                if fill == step:
-                    z[done:done + step] = buf
-                    done += step
-                    fill = 0
-        if fill:
-            z[done:done + fill] = buf[:fill]
-            done += fill
-        if done != shape[0]:
-            raise SchemaError(f"Expected {shape[0]} rows for {key}. Got {done} instead.")
+               compressors=None, check: BlockCheck | None = None) -> None:
+        write_array(self.loc, self._zstore, key, shape, dtype, blocks, compressors, check)
         self._done(key)
 
     # -- public steps ---------------------------------------------------------------
@@ -255,12 +207,13 @@ class StoreWriter:
         fmt.check_name("node type", ntype)
         if num_nodes < 0:
             raise SchemaError(f"Expected a non-negative node count for {ntype!r}. Got {num_nodes}.")
-        nt = self.schema["node_types"].setdefault(ntype, {"num_nodes": int(num_nodes)})
-        if nt["num_nodes"] != num_nodes:
-            raise SchemaError(f"Node type {ntype!r} already has {nt['num_nodes']} nodes, "
+        nt = self._meta.node_types.get(ntype)
+        if nt is None:
+            nt = NodeTypeSchema(ntype, int(num_nodes))
+            self._meta = self._meta.with_node_type(nt)  # written with the orig_id array
+        if nt.num_nodes != num_nodes:
+            raise SchemaError(f"Node type {ntype!r} already has {nt.num_nodes} nodes, "
                               f"not {num_nodes}.")
-        nt.setdefault("features", {})
-        nt.setdefault("values", {})
         key = fmt.orig_id_key(ntype)
         if orig_ids is None:
             step = max(1, BLOCK_BYTES // 8)
@@ -284,8 +237,8 @@ class StoreWriter:
         et = EdgeType(*etype)
         for part, name in (("relation", et.rel), ("node type", et.src), ("node type", et.dst)):
             fmt.check_name(part, name)
-        num_src = self._ntype(et.src)["num_nodes"]
-        num_dst = self._ntype(et.dst)["num_nodes"]
+        num_src = self._ntype(et.src).num_nodes
+        num_dst = self._ntype(et.dst).num_nodes
         indptr = np.asarray(indptr)
         if indptr.ndim != 1 or indptr.shape[0] != num_dst + 1 or indptr.dtype.kind not in "iu":
             raise SchemaError(f"Expected an integer indptr of length {num_dst + 1} for {et}. "
@@ -313,12 +266,7 @@ class StoreWriter:
                     iter_blocks(indptr))
         self._write(fmt.edge_key(et, "indices"), (num_edges,), idt, _blocks_of(indices),
                     check=check)
-        ets = [e for e in self.schema["edge_types"]
-               if (e["src"], e["rel"], e["dst"]) != tuple(et)]
-        ets.append({"src": et.src, "rel": et.rel, "dst": et.dst, "num_edges": num_edges,
-                    "layout": "csc", "indices_dtype": idt.name})
-        self.schema["edge_types"] = ets
-        self._save()
+        self._record(self._meta.with_edge_type(EdgeTypeSchema(et, num_edges, idt, "csc")))
 
     def add_features(self, ntype: str, name: str, data, *, dtype=None, compressors=None,
                      row_shape: Sequence[int] | None = None) -> None:
@@ -330,7 +278,7 @@ class StoreWriter:
         ``zarr.codecs.ZstdCodec()``) for object stores; uncompressed by default.
         """
         fmt.check_name("feature", name)
-        n = self._ntype(ntype)["num_nodes"]
+        n = self._ntype(ntype).num_nodes
         blocks = iter(_blocks_of(data))
         if row_shape is None or dtype is None:
             first = np.asarray(next(blocks, np.empty((0,) + tuple(row_shape or ()),
@@ -343,21 +291,24 @@ class StoreWriter:
             raise SchemaError(f"Expected a numeric feature dtype for {ntype}/{name}. Got {dtype}.")
         self._write(fmt.feature_key(ntype, name), (n,) + tuple(row_shape), dtype, blocks,
                     compressors=compressors)
-        self._ntype(ntype)["features"][name] = {"dtype": dtype.name, "shape": list(row_shape),
-                                                "compressed": compressors is not None}
-        self._save()
+        self._record_feature(ntype, FeatureSchema(name, dtype, tuple(row_shape),
+                                                  compressors is not None))
+
+    def _record_feature(self, ntype: str, f: FeatureSchema) -> None:
+        """Record feature ``f`` of ``ntype`` (its array written) in the schema, and write it."""
+        self._record(self._meta.with_node_type(self._ntype(ntype).with_feature(f)))
 
     def add_values(self, ntype: str, name: str, data) -> None:
         """Add a per-node 1-D array (``year``, ``label``, a mask, ...)."""
         fmt.check_name("value", name)
-        n = self._ntype(ntype)["num_nodes"]
+        n = self._ntype(ntype).num_nodes
         arr = data if isinstance(data, np.ndarray) else np.asarray(data)
         if arr.ndim != 1 or arr.shape[0] != n:
             raise SchemaError(f"Expected {n} values for {ntype}/{name}. "
                               f"Got shape {arr.shape} instead.")
         self._write(fmt.values_key(ntype, name), (n,), arr.dtype, iter_blocks(arr))
-        self._ntype(ntype)["values"][name] = {"dtype": arr.dtype.name}
-        self._save()
+        nt = self._ntype(ntype).with_value(ValueSchema(name, arr.dtype))
+        self._record(self._meta.with_node_type(nt))
 
     def add_labels(self, ntype: str, labels) -> None:
         """Add labels (integers; ``-1`` for nodes without one)."""
@@ -370,7 +321,7 @@ class StoreWriter:
     def add_split(self, name: str, ntype: str, ids) -> None:
         """Add split ``name`` (``train``, ``valid``, ...): store ids of ``ntype``."""
         fmt.check_name("split", name)
-        n = self._ntype(ntype)["num_nodes"]
+        n = self._ntype(ntype).num_nodes
         arr = np.asarray(ids)
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
             raise SchemaError(f"Expected 1-D integer ids for split {name!r}. "
@@ -382,29 +333,24 @@ class StoreWriter:
                               f"Got {int(arr[bad])} at position {bad} instead.")
         self._write(fmt.split_key(name, ntype), (arr.shape[0],), np.dtype(np.int64),
                     iter_blocks(arr))
-        self.schema.setdefault("splits", {}).setdefault(name, {})[ntype] = int(arr.shape[0])
-        self._save()
+        self._record(self._meta.with_split(name, ntype, int(arr.shape[0])))
 
     def add_provenance(self, step: str, **info: Any) -> None:
         """Record a preprocessing step (inputs, options, timings) in the root attributes."""
         entry = {"step": step, "tool": f"featurestore {__version__}",
                  "time": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
         entry.update(info)
-        self.attrs["provenance"].append(entry)
-        self._save()
+        self._record(self._meta.with_provenance(entry))
 
     def commit(self) -> None:
         """Mark the store complete. Readers accept it from now on."""
-        for nt in self.schema["node_types"]:
-            if fmt.orig_id_key(nt) not in self.attrs.get("arrays", []):
+        for nt in self._meta.node_types:
+            if fmt.orig_id_key(nt) not in self._meta.arrays:
                 raise IncompleteStoreError(f"Node type {nt!r} of {self.url} has no orig_id array.")
         generation = uuid.uuid4().hex
         # validate every CSC once, so readers can skip it while the files stay unchanged
-        checks = topology_records(self.loc, self.schema, generation)
-        self.attrs["complete"] = True
-        self.attrs["generation"] = generation
-        self.attrs["topology_checks"] = checks
-        self._save()
+        checks = topology_records(self.loc, self._meta, generation)
+        self._record(self._meta.committed(generation, checks))
         self._lock.release()
 
 
@@ -440,17 +386,6 @@ def _remove_store_files(loc: Location) -> None:
                                             name.endswith(".tmp"))
         if ours and name != LOCK_NAME:
             loc.fs.rm(p, recursive=True)
-
-
-def _with_crc32c(compressors) -> list:
-    """``compressors`` followed by zarr's crc32c codec (unless it is there): a flipped byte
-    in a compressed chunk then fails its checksum instead of decoding to wrong rows."""
-    import zarr.codecs
-
-    out = list(compressors) if isinstance(compressors, (list, tuple)) else [compressors]
-    if not any(isinstance(c, zarr.codecs.Crc32cCodec) for c in out):
-        out.append(zarr.codecs.Crc32cCodec())
-    return out
 
 
 def _chain(first, rest):

@@ -16,9 +16,10 @@ from featurestore import threading_layer as _threading_layer
 _threading_layer.choose()  # a no-op once featurestore chose; kept for clarity of the order
 
 from loaders.errors import LoaderArgumentError, UnsupportedArgumentError  # noqa: E402
-from loaders.loader.core import LoaderStats, NeighborLoader, resolve_input_nodes  # noqa: E402
+from loaders.loader import LoaderStats, NeighborLoader  # noqa: E402
 from loaders.sample.relational import HomogeneousGraph  # noqa: E402
 from loaders.sample.sampler import CSCGraph, Fanouts, MiniBatch, NeighborSampler, SampledSubgraph  # noqa: E402
+from loaders.sample.seeds import resolve_input_nodes  # noqa: E402
 
 
 from featurestore.moved import alias_modules as _alias_modules  # noqa: E402

@@ -2,16 +2,17 @@
 ``FeatureStore``, ``GraphStore`` and ``BaseSampler`` interfaces.
 
 * :func:`to_pyg` converts a :class:`~loaders.sample.sampler.MiniBatch` into what PyG's
-  ``NeighborLoader`` yields (``x``, ``y``, ``edge_index``, ``n_id``, ``e_id``, ``batch_size``,
-  ``input_id``, ``num_sampled_nodes``, ``num_sampled_edges``), so ``trim_to_layer`` works.
-  As in PyG, ``y`` holds the label of every sampled node of each node type that has labels
-  (``MiniBatch.y_all``), so the seeds' labels are ``y[:batch_size]``.
+  ``NeighborLoader`` yields (it lives in :mod:`loaders.convert.pyg`, below the loader, which
+  calls it for ``output="pyg"``; it is re-exported here).
 * :func:`remote_backend` returns ``(feature_store, graph_store)`` over a store, and
   :class:`NeighborSampler` is a PyG ``BaseSampler``, so
   ``torch_geometric.loader.NodeLoader((fs, gs), node_sampler=NeighborSampler(store, ...),
   input_nodes=...)`` runs on the store with our sampler.
+* :class:`LegacyNeighborSampler`: PyG's legacy ``NeighborSampler`` call, built on
+  :class:`loaders.NeighborLoader` (this module sits above the loader).
 
-Only this module imports torch_geometric (docs/design.md, "Layers").
+Only this module and :mod:`loaders.convert.pyg` import torch_geometric (docs/design.md,
+"Layers").
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch_geometric.data import Data, EdgeAttr, FeatureStore, GraphStore, HeteroData, TensorAttr
+from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
 from torch_geometric.sampler import (
     BaseSampler,
     HeteroSamplerOutput,
@@ -28,9 +29,13 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 
+from featurestore.errors import MissingDependencyError
 from featurestore.remote import forksafe
-from loaders.sample.relational import HomogeneousBatch
-from loaders.sample.sampler import MiniBatch, SampledSubgraph
+from loaders.convert.pyg import to_pyg
+from loaders.convert.pyg import to_tensor as _t
+from loaders.errors import LoaderArgumentError, UnsupportedArgumentError
+from loaders.loader import NeighborLoader
+from loaders.sample.relational import HomogeneousGraph
 from loaders.sample.sampler import NeighborSampler as _CoreSampler
 
 #: the virtual attribute listed for node types without features or labels.
@@ -38,66 +43,6 @@ ID = "n_id"
 
 __all__ = ["to_pyg", "remote_backend", "StoreFeatureStore", "StoreGraphStore", "NeighborSampler",
            "LegacyNeighborSampler", "Adj"]
-
-
-def _t(a: np.ndarray, device=None) -> torch.Tensor:
-    a = np.ascontiguousarray(a)
-    if not a.flags.writeable:  # memory maps, store splits: torch warns on (must not write) them
-        a = a.copy()
-    t = torch.from_numpy(a)
-    return t if device is None else t.to(device)
-
-
-def _edge_index(sub: SampledSubgraph, et, device) -> torch.Tensor:
-    return _t(np.stack([sub.row[et], sub.col[et]]), device)
-
-
-def is_homogeneous(sub: SampledSubgraph) -> bool:
-    return len(sub.node) == 1 and len(sub.row) == 1
-
-
-def to_pyg(mb: MiniBatch) -> Data | HeteroData:
-    """A PyG ``Data`` (one node and edge type) or ``HeteroData`` from a mini-batch."""
-    sub, dev = mb.subgraph, mb.device
-    if is_homogeneous(sub):
-        (t,), (et,) = sub.node.keys(), sub.row.keys()
-        d = Data(edge_index=_edge_index(sub, et, dev), n_id=_t(sub.node[t], dev),
-                 e_id=_t(sub.edge[et], dev), input_id=_t(sub.input_id, dev),
-                 batch_size=sub.batch_size, num_sampled_nodes=list(sub.num_sampled_nodes[t]),
-                 num_sampled_edges=list(sub.num_sampled_edges[et]))
-        d.num_nodes = int(sub.node[t].shape[0])
-        if t in mb.x:
-            d.x = mb.x[t]
-        y = mb.y_all.get(t, mb.y)  # a MiniBatch made without y_all: the seeds' only
-        if y is not None:
-            d.y = y
-        for name, v in mb.attrs.get(t, {}).items():
-            d[name] = v
-        if isinstance(mb, HomogeneousBatch):  # the relational view: types per node and edge
-            d.node_type, d.edge_type = mb.node_type, mb.edge_type
-        return d
-    h = HeteroData()
-    for t, ids in sub.node.items():
-        h[t].n_id = _t(ids, dev)
-        h[t].num_nodes = int(ids.shape[0])
-        h[t].num_sampled_nodes = list(sub.num_sampled_nodes[t])
-        if t in mb.x:
-            h[t].x = mb.x[t]
-        if t in mb.y_all:
-            h[t].y = mb.y_all[t]
-        for name, v in mb.attrs.get(t, {}).items():
-            h[t][name] = v
-    for et in sub.row:
-        key = tuple(et)
-        h[key].edge_index = _edge_index(sub, et, dev)
-        h[key].e_id = _t(sub.edge[et], dev)
-        h[key].num_sampled_edges = list(sub.num_sampled_edges[et])
-    s = h[sub.seed_type]
-    s.batch_size = sub.batch_size
-    s.input_id = _t(sub.input_id, dev)
-    if sub.seed_type not in mb.y_all and mb.y is not None:
-        s.y = mb.y  # a MiniBatch made without y_all: the seeds' only
-    return h
 
 
 # -- PyG's remote backend interfaces -------------------------------------------------------
@@ -288,7 +233,6 @@ class NeighborSampler(BaseSampler):
                           **kwargs) -> SamplerOutput | HeteroSamplerOutput:
         """Sample around ``index.node`` (PyG's ``BaseSampler`` call)."""
         if index.time is not None:
-            from loaders.errors import UnsupportedArgumentError
             raise UnsupportedArgumentError(
                 "Expected no input_time: loaders.pyg.NeighborSampler does not sample "
                 "temporally (every neighbour may be newer than its seed). Got input_time for "
@@ -369,21 +313,15 @@ class LegacyNeighborSampler:
                  return_e_id: bool = True, transform=None, *, batch_size: int = 1,
                  shuffle: bool = False, drop_last: bool = False, num_workers: int = 0,
                  seed: int = 0, **kwargs):
-        from loaders.loader.core import NeighborLoader
-        from loaders.sample.relational import HomogeneousGraph
-
         try:  # adjs are SparseTensors with edge-type values, as PyG's legacy sampler gives
             import torch_sparse  # noqa: F401
         except ImportError as e:
-            from featurestore.errors import MissingDependencyError
-
             raise MissingDependencyError(
                 "Expected torch_sparse for LegacyNeighborSampler (its batches hold "
                 "torch_sparse.SparseTensor adjacencies, as PyG's legacy NeighborSampler's do). "
                 "It is not installed: pip install torch-sparse (prebuilt wheels: "
                 "`make bench-peers`), or use NeighborLoader(..., homogeneous=True).") from e
         if not isinstance(edge_index, HomogeneousGraph):
-            from loaders.errors import LoaderArgumentError
             raise LoaderArgumentError(
                 "Expected loaders.HomogeneousGraph(store, node_types) as the graph "
                 f"(it stands for full_adj_t). Got {type(edge_index).__name__} instead.")

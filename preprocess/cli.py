@@ -1,9 +1,14 @@
 """``featurestore preprocess JOB ...``: the preprocessing jobs on the command line.
 
 One ``preprocess`` command with a sub-command per job. Jobs of other modules (the OGB-LSC
-jobs) add theirs through :func:`add_preprocess_command`; a module listed in
-:data:`PREPROCESS_COMMAND_MODULES` is imported when the parser is built and its
-``register_preprocess(add_command)`` function called::
+jobs) add theirs through :func:`add_preprocess_command`: each entry point of the group
+:data:`PREPROCESS_COMMAND_GROUP` (``pyproject.toml``) names a
+``register_preprocess(add_command)`` function, loaded and called when the parser is built::
+
+    [project.entry-points."featurestore.preprocess"]
+    ogb = "preprocess.ogb.cli:register_preprocess"
+
+and in that module::
 
     def register_preprocess(add_command):
         p = add_command("mag240m", "MAG240M (OGB-LSC) to a store")
@@ -17,19 +22,19 @@ Every job command has the shared options ``--memory``, ``--force``, ``--dry-run`
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
+from importlib.metadata import entry_points
 
 from preprocess.steps.memory import parse_size
 
 __all__ = ["register", "add_preprocess_command", "add_job_arguments", "add_dask_argument",
            "job_kwargs",
-           "PREPROCESS_COMMAND_MODULES"]
+           "PREPROCESS_COMMAND_GROUP"]
 
 log = logging.getLogger(__name__)
 
-#: modules with a ``register_preprocess(add_command)`` function adding ``preprocess`` jobs.
-PREPROCESS_COMMAND_MODULES = ["preprocess.ogb.cli"]
+#: the entry-point group of ``register_preprocess(add_command)`` functions adding jobs.
+PREPROCESS_COMMAND_GROUP = "featurestore.preprocess"
 
 DEFAULT_MEMORY = "2GiB"
 
@@ -130,14 +135,8 @@ def register(subparsers) -> None:
     add_dask_argument(q)
     q.set_defaults(func=_run_edges)
 
-    for name in PREPROCESS_COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name in (name, name.rsplit(".", 1)[0]):  # that job is not there (yet)
-                continue
-            raise
-        mod.register_preprocess(add_preprocess_command)
+    for ep in entry_points(group=PREPROCESS_COMMAND_GROUP):
+        ep.load()(add_preprocess_command)
 
 
 def _run_spec(args) -> int:

@@ -18,7 +18,9 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 STAMP="$VENV/.dgl-env-complete"
 CONSTRAINTS=scripts/dgl-constraints.txt   # the exact versions this environment was tested with
-if [ ! -f "$STAMP" ] || [ "$0" -nt "$STAMP" ] || [ "$CONSTRAINTS" -nt "$STAMP" ]; then
+# pyproject.toml: the package's metadata (its entry points: the featurestore commands) is reinstalled
+if [ ! -f "$STAMP" ] || [ "$0" -nt "$STAMP" ] || [ "$CONSTRAINTS" -nt "$STAMP" ] \
+        || [ pyproject.toml -nt "$STAMP" ]; then
     "$VENV/bin/pip" install --quiet --upgrade pip
     # pyarrow < 26: pyarrow 26 needs numpy 2 at import but does not declare it
     "$VENV/bin/pip" install -c "$CONSTRAINTS" \

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,9 @@ import numba
 import numpy as np
 
 from featurestore.errors import CorruptStoreError
+from featurestore.format import names as fmt
+from featurestore.format.schema import StoreSchema
+from featurestore.format.shard import ShardLayout
 
 #: target bytes of one checksummed block.
 CHECKSUM_BLOCK_BYTES = 64 << 20
@@ -55,7 +59,8 @@ _TASK = 1 << 24
 
 def _first(kernel, arr, *args) -> int:
     """First hit of ``kernel`` over ``arr``, in tasks of ``_TASK`` entries on a few threads
-    (sequential nogil kernels: no numba threading layer to load, ~3 GB/s per thread)."""
+    (sequential nogil kernels: no numba threading layer to load; docs/benchmarks.md, "Figures
+    moved from code")."""
     n = arr.shape[0]
     if n <= _TASK:
         return int(kernel(arr, *args, 0, n))
@@ -230,8 +235,6 @@ def layout_checksums(layout) -> BlockChecksums:
 
 def record_checksums(loc, key: str, acc: BlockChecksums) -> None:
     """Store the checksums of array ``key`` in its ``zarr.json`` attributes (atomically)."""
-    import json
-
     meta = loc.read_json(f"{key}/zarr.json")
     attrs = meta.get("attributes") or {}
     attrs[CHECKSUM_ATTR] = checksum_record(acc.block_rows, acc.finish())
@@ -239,7 +242,7 @@ def record_checksums(loc, key: str, acc: BlockChecksums) -> None:
     loc.write_bytes_atomic(f"{key}/zarr.json", json.dumps(meta, indent=2).encode())
 
 
-def topology_records(loc, schema: dict, generation: str) -> dict:
+def topology_records(loc, schema: StoreSchema, generation: str) -> dict:
     """Validate every edge type's CSC as written and describe the files checked.
 
     Returns the ``topology_checks`` root attribute: per edge type the generation, the node
@@ -247,14 +250,11 @@ def topology_records(loc, schema: dict, generation: str) -> dict:
     same values skips its own validation pass. Raises ``CorruptStoreError`` for a bad CSC.
     Remote stores get no records (their readers validate what they load).
     """
-    from featurestore.format import names as fmt
-    from featurestore.format.shard import ShardLayout
-
     if not loc.is_local:
         return {}
     out = {}
-    for e in schema.get("edge_types", []):
-        et = fmt.EdgeType(e["src"], e["rel"], e["dst"])
+    for e in schema.edge_types:
+        et = e.etype
         arrays, stats = [], {}
         for part in ("indptr", "indices"):
             key = fmt.edge_key(et, part)
@@ -268,9 +268,9 @@ def topology_records(loc, schema: dict, generation: str) -> dict:
             st = os.stat(path)
             stats[part] = [st.st_size, st.st_mtime_ns]
         else:
-            num_src = int(schema["node_types"][et.src]["num_nodes"])
+            num_src = int(schema.node_types[et.src].num_nodes)
             check_csc(arrays[0], arrays[1], num_src,
                       f"{loc.path(f'edges/{et.key()}')} (edge type {tuple(et)}, at commit)")
             out[et.key()] = {"generation": generation, "num_src": num_src,
-                             "num_edges": int(e["num_edges"]), **stats}
+                             "num_edges": int(e.num_edges), **stats}
     return out

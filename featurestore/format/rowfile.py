@@ -21,6 +21,7 @@ import numpy as np
 
 from featurestore.format import names as fmt
 from featurestore.format.integrity import CHECKSUM_ATTR, checksum_block_rows, checksum_record
+from featurestore.format.schema import FeatureSchema
 from featurestore.format.shard import ShardLayout
 from featurestore.errors import SchemaError
 
@@ -49,7 +50,7 @@ class RowFile:
             raise SchemaError(f"Expected a local store for positioned row writes. Got "
                               f"{writer.url}; stream the rows with add_features instead.")
         self.writer, self.ntype, self.name = writer, ntype, name
-        n = writer._ntype(ntype)["num_nodes"]
+        n = writer._ntype(ntype).num_nodes
         self.key = fmt.feature_key(ntype, name)
         dtype = np.dtype(dtype)
         if dtype.kind not in "fiub":
@@ -98,10 +99,8 @@ class RowFile:
             meta["attributes"] = attrs
             w.loc.write_json_atomic(f"{self.key}/zarr.json", meta)
         w._done(self.key)
-        w._ntype(self.ntype)["features"][self.name] = {
-            "dtype": self.dtype.newbyteorder("=").name, "shape": list(self.row_shape),
-            "compressed": False}
-        w._save()
+        w._record_feature(self.ntype, FeatureSchema(self.name, self.dtype.newbyteorder("="),
+                                                    self.row_shape, False))
 
     def abort(self) -> None:
         """Remove the temporary file (the array stays absent; a rerun starts it again)."""

@@ -12,10 +12,15 @@ range, names) and raises a named error that gives the file and the key:
 :meth:`StoreSchema.to_attrs` gives back the JSON form (``docs/format.md``), and
 :meth:`StoreSchema.arrays_expected` the key, shape and dtype of every array the schema names,
 which readers and ``verify`` compare with each array's own ``zarr.json``.
+
+Reader and writer share this one representation: :func:`parse_root` reads a root ``zarr.json``,
+:meth:`StoreSchema.to_json` is what the writer writes, and the writer records each step as a
+new schema (:meth:`StoreSchema.new`, ``with_*``, :meth:`StoreSchema.committed`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,9 +37,10 @@ from featurestore.errors import (
 )
 from featurestore.format import names as fmt
 from featurestore.format.names import EdgeType
+from featurestore.format.shard import ShardLayout
 
 __all__ = ["FeatureSchema", "ValueSchema", "NodeTypeSchema", "EdgeTypeSchema", "ArraySpec",
-           "StoreSchema", "parse_dtype"]
+           "StoreSchema", "parse_dtype", "parse_root", "check_array_meta"]
 
 #: largest count accepted in a schema (row counts and offsets are int64).
 MAX_COUNT = 2**62
@@ -77,6 +83,14 @@ class NodeTypeSchema:
     num_nodes: int
     features: Mapping[str, FeatureSchema] = field(default_factory=dict)
     values: Mapping[str, ValueSchema] = field(default_factory=dict)
+
+    def with_feature(self, f: FeatureSchema) -> NodeTypeSchema:
+        """Return this node type with feature ``f`` added (or replaced, keeping its place)."""
+        return dataclasses.replace(self, features=_frozen({**self.features, f.name: f}))
+
+    def with_value(self, v: ValueSchema) -> NodeTypeSchema:
+        """Return this node type with value array ``v`` added (or replaced, keeping its place)."""
+        return dataclasses.replace(self, values=_frozen({**self.values, v.name: v}))
 
     def to_attrs(self) -> dict:
         """Return the JSON form of the root ``zarr.json``'s schema."""
@@ -346,22 +360,70 @@ class StoreSchema:
         return StoreSchema.from_attrs(self.to_attrs(), self.url)
 
     def to_attrs(self) -> dict[str, Any]:
-        """The JSON form of the root attributes (``docs/format.md``)."""
+        """The JSON form of the root attributes (``docs/format.md``).
+
+        Keys come in the order the writer adds them (so a store's ``zarr.json`` is the same
+        byte for byte however it was made): the header, ``schema``, ``provenance``, then
+        ``arrays`` once one is written, ``generation`` once committed, and the other keys
+        (``topology_checks``, ...).
+        """
         out: dict[str, Any] = {"format": fmt.FORMAT_NAME, "format_version": self.format_version,
                                "complete": self.complete}
         if self.writer_version is not None:
             out["writer_version"] = self.writer_version
-        if self.generation is not None:
-            out["generation"] = self.generation
         out["schema"] = {
             "node_types": {k: v.to_attrs() for k, v in self.node_types.items()},
             "edge_types": [e.to_attrs() for e in self.edge_types],
             "splits": {k: dict(v) for k, v in self.splits.items()},
         }
-        out["arrays"] = list(self.arrays)
         out["provenance"] = [dict(p) if isinstance(p, Mapping) else p for p in self.provenance]
+        if self.arrays:
+            out["arrays"] = list(self.arrays)
+        if self.generation is not None:
+            out["generation"] = self.generation
         out.update(self.extra)
         return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole root ``zarr.json``: a zarr v3 group whose attributes are :meth:`to_attrs`."""
+        return {"zarr_format": 3, "node_type": "group", "attributes": self.to_attrs()}
+
+    # -- building (the writer) ----------------------------------------------------------
+    @classmethod
+    def new(cls, url: str, writer_version: str) -> StoreSchema:
+        """The schema of a store just created: no types, no arrays, not complete."""
+        return cls(url=url, format_version=fmt.FORMAT_VERSION, complete=False,
+                   node_types=_frozen({}), edge_types=(), splits=_frozen({}),
+                   writer_version=writer_version)
+
+    def with_node_type(self, nt: NodeTypeSchema) -> StoreSchema:
+        """Return this schema with node type ``nt`` added (or replaced, keeping its place)."""
+        return dataclasses.replace(self, node_types=_frozen({**self.node_types, nt.name: nt}))
+
+    def with_edge_type(self, e: EdgeTypeSchema) -> StoreSchema:
+        """Return this schema with edge type ``e`` last (dropping one of the same name)."""
+        kept = tuple(x for x in self.edge_types if x.etype != e.etype)
+        return dataclasses.replace(self, edge_types=kept + (e,))
+
+    def with_split(self, name: str, ntype: str, count: int) -> StoreSchema:
+        """Return this schema with ``count`` nodes of ``ntype`` in split ``name``."""
+        per = _frozen({**self.splits.get(name, {}), ntype: count})
+        return dataclasses.replace(self, splits=_frozen({**self.splits, name: per}))
+
+    def with_array(self, key: str) -> StoreSchema:
+        """Return this schema with array ``key`` recorded as completely written."""
+        if key in self.arrays:
+            return self
+        return dataclasses.replace(self, arrays=self.arrays + (key,))
+
+    def with_provenance(self, entry: dict) -> StoreSchema:
+        """Return this schema with provenance ``entry`` (a preprocessing step) appended."""
+        return dataclasses.replace(self, provenance=self.provenance + (entry,))
+
+    def committed(self, generation: str, topology_checks: dict) -> StoreSchema:
+        """Return this schema complete, as generation ``generation`` with its CSC check records."""
+        extra = _frozen({**self.extra, "topology_checks": topology_checks})
+        return dataclasses.replace(self, complete=True, generation=generation, extra=extra)
 
     # -- lookups ----------------------------------------------------------------------
     def edge_type(self, et: EdgeType) -> EdgeTypeSchema:
@@ -400,6 +462,38 @@ class StoreSchema:
         raise KeyError(key)
 
 
+def parse_root(raw: bytes, url: str, file: str) -> tuple[dict, StoreSchema]:
+    """Parse the bytes of a store's root ``zarr.json``.
+
+    Returns
+    -------
+    attrs : dict
+        The root attributes, as JSON.
+    meta : StoreSchema
+        The same, checked and typed (:meth:`StoreSchema.from_attrs`).
+
+    Raises
+    ------
+    NotAStoreError
+        Not JSON, not a zarr group, or not of this format (or version).
+    CorruptStoreError, UnsafePathError
+        As :meth:`StoreSchema.from_attrs`.
+    """
+    try:
+        root = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise NotAStoreError(f"Expected JSON in {file}: {e}") from e
+    if not isinstance(root, dict):
+        raise NotAStoreError(f"Expected a JSON object in {file}. Got {type(root).__name__}.")
+    attrs = root.get("attributes", {})
+    if root.get("node_type") != "group" or not isinstance(attrs, dict) \
+            or attrs.get("format") != fmt.FORMAT_NAME:
+        got = attrs.get("format") if isinstance(attrs, dict) else attrs
+        raise NotAStoreError(f"Expected a zarr group with format {fmt.FORMAT_NAME!r} at "
+                             f"{url}. Got format {got!r} instead.")
+    return attrs, StoreSchema.from_attrs(attrs, url, file=file)
+
+
 _V1 = ("the v1 layout: one shard of uncompressed inner chunks in row order, codecs "
        "sharding_indexed[bytes little-endian] with index bytes+crc32c at the end")
 
@@ -412,8 +506,6 @@ def check_array_meta(raw: bytes | str | dict, spec: ArraySpec, file: str):
     empty array, read through zarr). Raises ``CorruptStoreError`` naming ``file`` when the
     file is not JSON, not a zarr v3 array, or its shape, dtype or layout disagree.
     """
-    from featurestore.format.shard import ShardLayout
-
     meta = raw
     if isinstance(raw, (bytes, str)):
         try:

@@ -6,8 +6,8 @@ the sockets) with the child, but not the thread. When the child then drops an in
 filesystem or connector (fsspec's ``close_session`` finalizer, aiohttp's ``__del__``, a
 ``gc`` pass over the parent's garbage), closing its transports unregisters the *parent's*
 sockets from the shared epoll: the parent's next read on a pooled connection gets its answer
-but is never woken, and fails after the read timeout (measured: 60 s of silence, then
-``FSTimeoutError``, in a DataLoader-style parent after one forked worker exited).
+but is never woken, and fails after the read timeout (``FSTimeoutError``, seen in a
+DataLoader-style parent after one forked worker exited; docs/benchmarks.md).
 
 :func:`install` (run on import of :mod:`featurestore`) registers an ``os.register_at_fork``
 hook that, in the child only, gives each inherited loop a selector of its own and marks it

@@ -1,10 +1,17 @@
 """The row-reader contract: what :class:`~featurestore.FeatureArray` asks of a backend.
 
-A row reader holds one 2-D (or 1-D) array of the store and answers two trusted calls:
-:meth:`RowReader.gather` (rows by id, ids already validated) and :meth:`RowReader.read_slice`
-(a contiguous range of rows). Validation happens once, at the public edge
-(:meth:`FeatureArray.gather <featurestore.FeatureArray.gather>` with
-:func:`featurestore.check_ids`); a reader trusts its input.
+A row reader holds one 2-D (or 1-D) array of the store and answers three trusted calls:
+:meth:`RowReader.gather` (rows by id, ids already validated), :meth:`RowReader.read_slice`
+(a contiguous range of rows) and :meth:`RowReader.read_uncached` (rows by id, read around
+the page cache where the backend has one: a row cache's misses). Validation happens once, at
+the public edge (:meth:`FeatureArray.gather <featurestore.FeatureArray.gather>` with
+:func:`featurestore.check_ids`); a reader trusts its input. Each public read checks that the
+reader is open and counts as in flight until it returns: :meth:`RowReader.close` waits for
+the reads in flight before it releases anything.
+
+What a memory plan asks of every reader: :attr:`RowReader.io_threads` (reader threads it runs
+reads on), :meth:`RowReader.scratch_bytes` (memory its reads hold at most) and the counters
+:attr:`RowReader.reads` and :attr:`RowReader.bytes_read` of :meth:`RowReader.read_uncached`.
 
 Capabilities are class flags, not methods that raise at run time:
 
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import abc
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -83,17 +91,29 @@ class RowReader(abc.ABC):
     name
         A name for messages (the file or URL read).
 
+    Attributes
+    ----------
+    io_threads
+        Reader threads this reader runs its reads on (0: none of its own; reads run on the
+        caller's thread or an event loop).
+    reads, bytes_read
+        Reads issued and bytes read by :meth:`read_uncached` since the reader was opened
+        (backends without their own uncached path count one read per distinct row).
+
     Notes
     -----
-    Subclasses implement :meth:`_gather`, :meth:`_read_slice` and :meth:`_close`; the public
-    methods add the empty and closed cases. Every method may be called from several threads
-    at once, and in a child process after ``fork`` (use :class:`ForkSafePool` for threads).
+    Subclasses implement :meth:`_gather`, :meth:`_read_slice` and :meth:`_close`, and may
+    override :meth:`_read_uncached` and :meth:`scratch_bytes`; the public methods add the
+    empty and closed cases and the count of reads in flight. Every method may be called from
+    several threads at once, and in a child process after ``fork`` (use
+    :class:`ForkSafePool` for threads).
     """
 
     #: the rows live in a local file
     is_local: ClassVar[bool] = False
     #: :meth:`resident_share` measures the page cache
     supports_residency: ClassVar[bool] = False
+    io_threads: int = 0
 
     def __init__(self, shape: tuple[int, ...], dtype, name: str = ""):
         self.shape = tuple(int(s) for s in shape)
@@ -101,6 +121,11 @@ class RowReader(abc.ABC):
         self.name = name
         self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
         self.closed = False
+        self.reads = 0
+        self.bytes_read = 0
+        self._gate = forksafe.Lock()  # guards closed and the reads in flight
+        self._inflight = 0
+        self._pid = os.getpid()  # whose reads _inflight counts (a forked child starts at 0)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, shape={self.shape}, dtype={self.dtype})"
@@ -109,6 +134,22 @@ class RowReader(abc.ABC):
         if self.closed:
             raise ClosedStoreError(f"The row reader of {self.name} was closed. "
                                    "Open the store again.")
+
+    def _own_count(self) -> None:
+        """In a forked child, forget the parent's reads in flight (the caller holds _gate)."""
+        if self._pid != os.getpid():
+            self._pid, self._inflight = os.getpid(), 0
+
+    def _enter(self) -> None:
+        """A read starts: check the reader is open, and count the read as in flight."""
+        with self._gate:
+            self._check_open()
+            self._own_count()
+            self._inflight += 1
+
+    def _exit(self) -> None:
+        with self._gate:
+            self._inflight -= 1
 
     def gather(self, ids: np.ndarray, out: np.ndarray, read_path: str = "auto") -> str:
         """Fill ``out`` with rows ``ids``, in the order given (repeats allowed).
@@ -127,10 +168,44 @@ class RowReader(abc.ABC):
         str
             The read path taken (``"none"`` for no ids).
         """
-        self._check_open()
-        if ids.shape[0] == 0:
-            return "none"
-        return self._gather(ids, out, read_path)
+        self._enter()
+        try:
+            if ids.shape[0] == 0:
+                return "none"
+            return self._gather(ids, out, read_path)
+        finally:
+            self._exit()
+
+    def read_uncached(self, ids: np.ndarray, out: np.ndarray, read_path: str = "direct",
+                      at: np.ndarray | None = None) -> str:
+        """Fill ``out`` with rows ``ids`` read around the page cache, where the backend has one
+        (a row cache's misses: rows it will not keep need not fill the page cache).
+
+        Parameters
+        ----------
+        ids
+            Validated 1-D integer ids in ``[0, shape[0])`` (repeats allowed).
+        out
+            A C-contiguous array of rows of this dtype: row ``ids[i]`` goes to ``out[i]``, or
+            to ``out[at[i]]`` when ``at`` is given.
+        read_path
+            ``"direct"`` (``O_DIRECT``), ``"dontneed"`` (buffered, pages dropped after) or
+            ``"spans"`` (buffered, pages kept) on a local file; other backends ignore it.
+        at
+            Positions in ``out`` of the rows read (a cache's misses go straight into the batch).
+
+        Returns
+        -------
+        str
+            The read path taken (``"none"`` for no ids).
+        """
+        self._enter()
+        try:
+            if ids.shape[0] == 0:
+                return "none"
+            return self._read_uncached(ids, out, read_path, at)
+        finally:
+            self._exit()
 
     def read_slice(self, start: int, stop: int, out: np.ndarray) -> None:
         """Fill ``out`` with rows ``start:stop`` (``0 <= start <= stop <= shape[0]``).
@@ -142,9 +217,17 @@ class RowReader(abc.ABC):
         out
             A C-contiguous array of shape ``(stop - start,) + shape[1:]`` and this dtype.
         """
-        self._check_open()
-        if stop > start:
-            self._read_slice(int(start), int(stop), out)
+        self._enter()
+        try:
+            if stop > start:
+                self._read_slice(int(start), int(stop), out)
+        finally:
+            self._exit()
+
+    def scratch_bytes(self) -> int:
+        """Memory this reader's reads hold at most (scratch buffers), for memory plans; 0 for
+        a backend that reads straight into the caller's buffers."""
+        return 0
 
     def array(self) -> np.ndarray:
         """Return the whole array (local backends: a read-only memory map, zero-copy)."""
@@ -161,10 +244,32 @@ class RowReader(abc.ABC):
         return {}
 
     def close(self) -> None:
-        """Release files, maps, connections and threads; later calls raise. Idempotent."""
-        if not self.closed:
+        """Release files, maps, connections and threads, once the reads in flight have
+        finished; later calls raise. Idempotent."""
+        with self._gate:
+            if self.closed:
+                return
             self.closed = True
-            self._close()
+            self._own_count()
+        while self._inflight:  # reads in flight finish first (close is rare: poll)
+            time.sleep(0.001)
+        self._close()
+
+    def _read_uncached(self, ids: np.ndarray, out: np.ndarray, read_path: str,
+                       at: np.ndarray | None) -> str:
+        """Trusted :meth:`read_uncached` of at least one row. Default: a gather (a backend
+        with no page cache to go around), one read per distinct row."""
+        if at is None:
+            path = self._gather(ids, out, read_path)
+        else:
+            tmp = np.empty((ids.shape[0],) + self.shape[1:], self.dtype)
+            path = self._gather(ids, tmp, read_path)
+            out[at] = tmp
+        n = int(np.unique(ids).shape[0])
+        with self._gate:
+            self.reads += n
+            self.bytes_read += n * self.row_bytes
+        return path
 
     @abc.abstractmethod
     def _gather(self, ids: np.ndarray, out: np.ndarray, read_path: str) -> str:

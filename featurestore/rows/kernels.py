@@ -35,8 +35,8 @@ def gather_rows_serial(src_addr, row_bytes, ids, dst_addr):
         _memcpy(dst_addr + i * row_bytes, src_addr + ids[i] * row_bytes, row_bytes)
 
 
-#: below this many bytes a gather runs on the calling thread only. On 2 idle cores a 15 MB
-#: gather ran 1.7x faster in parallel; on oversubscribed cores small parallel regions stall.
+#: below this many bytes a gather runs on the calling thread only: a large gather gains from
+#: the pool (docs/benchmarks.md), but on oversubscribed cores small parallel regions stall.
 PARALLEL_MIN_BYTES = 4 << 20
 
 

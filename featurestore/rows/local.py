@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 READ_PATHS = ("auto", "mmap", "pread", "direct", "dontneed")
 #: read paths that leave nothing in the page cache
 UNCACHED_PATHS = ("direct", "dontneed")
-#: rows whose gap is at most this many bytes are read as one span (one I/O beats two here:
-#: ~85 us per random read against ~2 GB/s sequential)
+#: rows whose gap is at most this many bytes are read as one span (one I/O beats two: a random
+#: read costs more than reading the gap sequentially; docs/benchmarks.md)
 SPAN_GAP_BYTES = 16 << 10
 #: per-thread scratch of the uncached paths (a span is at most this minus two pages)
 SCRATCH_BYTES = 64 << 10
@@ -178,9 +178,6 @@ class LocalRows(RowReader):
         self._scratch = threading.local()
         self._mm = None
         self._map = None
-        #: reads issued and bytes read by the uncached paths since the array was opened
-        self.reads = 0
-        self.bytes_read = 0
         if layout.shape[0]:
             self._open()
 
@@ -220,7 +217,7 @@ class LocalRows(RowReader):
         """Share of a sample of rows ``ids`` whose pages are in the page cache (``mincore``)."""
         if ids.size == 0 or self._map is None:
             return 1.0
-        k = PROBE_ROWS if ids.size >= 16384 else PROBE_ROWS // 4  # ~10 us instead of ~40
+        k = PROBE_ROWS if ids.size >= 16384 else PROBE_ROWS // 4  # fewer mincore probes
         step = max(1, ids.size // k)
         sample = np.ascontiguousarray(ids[::step][:k]).astype(np.int64, copy=False)
         return float(K.resident_fraction(self._base, self.layout.row_bytes, sample, K.PAGE,
@@ -232,12 +229,12 @@ class LocalRows(RowReader):
             if read_path == "pread" and _dense(ids.size, *K.id_range(ids), self.layout.row_bytes):
                 # cold and dense: long buffered reads (they fill the page cache, so a later
                 # gather of the same rows is warm), not one read per run of rows
-                return self.read_uncached(ids, out, "spans")
+                return self._read_uncached(ids, out, "spans", None)
         if read_path == "mmap":
             K.copy_rows(self._map, ids, out)
             return "mmap"
         if read_path in UNCACHED_PATHS:
-            return self.read_uncached(ids, out, read_path)
+            return self._read_uncached(ids, out, read_path, None)
         rows, inv = np.unique(ids, return_inverse=True)
         direct = rows.size == ids.size and bool(np.all(inv == np.arange(ids.size)))
         stage = out if direct else np.empty((rows.size,) + self.layout.shape[1:], out.dtype)
@@ -310,14 +307,11 @@ class LocalRows(RowReader):
                                                        + ALIGN)
         return per_thread + dense
 
-    def read_uncached(self, ids: np.ndarray, out: np.ndarray, read_path: str = "direct",
-                      at: np.ndarray | None = None) -> str:
-        """Fill ``out`` with rows ``ids`` read around the page cache (see the module doc):
-        sorted, deduplicated, merged into spans, read at up to ``io_threads`` in flight and
-        copied straight to their places in ``out`` (row ``ids[i]`` to ``out[i]``, or to
-        ``out[at[i]]`` when ``at`` is given: a cache's misses go straight into the batch)."""
-        if ids.size == 0:
-            return "none"
+    def _read_uncached(self, ids: np.ndarray, out: np.ndarray, read_path: str,
+                       at: np.ndarray | None) -> str:
+        """Rows ``ids`` read around the page cache (see the module doc): sorted, deduplicated,
+        merged into spans, read at up to ``io_threads`` in flight and copied straight to their
+        places in ``out`` (row ``ids[i]`` to ``out[i]``, or to ``out[at[i]]``)."""
         rows, dstpos, dup_src, dup_dst = sort_unique(ids.astype(np.int64, copy=False))
         if at is not None:
             at = at.astype(np.int64, copy=False)
@@ -432,7 +426,7 @@ def _direct_align(fd: int, path: str) -> int:
     """Offset alignment for ``O_DIRECT`` reads of ``fd``: the logical block size of the device
     under ``path`` (512 on most disks) when a probe read at that alignment works, else
     ``ALIGN``. Rows of 1536 bytes are then read as 1536 bytes, not as one or two 4 KiB pages:
-    6-8% more rows/s on the virtio disk here (an IOPS-bound device still moves fewer bytes)."""
+    more rows/s (an IOPS-bound device still moves fewer bytes; docs/benchmarks.md)."""
     try:
         st = os.fstat(fd)
         dev = f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}"

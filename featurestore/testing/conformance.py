@@ -9,10 +9,11 @@ A backend's test file subclasses :class:`RowReaderTests` and defines ``make_read
             url = write_array_store(array, self.tmp_path / "s")
             return open_rows(url, cache_bytes=self.cache_bytes)
 
-Every test compares the reader with NumPy on the same array: gathers against fancy
-indexing (random, repeated, empty, sorted ids), slices against slicing, the bound of a
-decoded-chunk cache, gathers in a child process after ``fork``, gathers from several
-threads at once, and ``close``. Needs ``pytest``.
+Every test compares the reader with NumPy on the same array: gathers and uncached reads
+against fancy indexing (random, repeated, empty, sorted ids), slices against slicing, the
+bound of a decoded-chunk cache, gathers in a child process after ``fork``, gathers from
+several threads at once, and ``close``; and checks what a memory plan reads of every reader
+(``io_threads``, ``scratch_bytes()``, the ``reads``/``bytes_read`` counters). Needs ``pytest``.
 
 It re-exports the remote test doubles of :mod:`featurestore.testing.loopback` (an HTTP server with
 byte ranges, a filesystem that injects latency and counts round trips).
@@ -164,6 +165,35 @@ class RowReaderTests:
                "int32": rng.integers(0, n, k).astype(np.int32)}[kind]
         np.testing.assert_array_equal(self._gather(r, ids), a[ids])
 
+    def test_plan_members(self, case):
+        """``io_threads``, ``scratch_bytes()`` and the uncached-read counters: ints >= 0."""
+        r, _ = case
+        for v in (r.io_threads, r.scratch_bytes(), r.reads, r.bytes_read):
+            assert isinstance(v, (int, np.integer)) and v >= 0, v
+
+    @pytest.mark.parametrize("read_path", ["direct", "dontneed"])
+    def test_read_uncached_equals_fancy_indexing(self, case, read_path):
+        """``read_uncached`` equals fancy indexing, into ``out`` or at positions ``at``, and
+        counts its reads (at least one, at most one per distinct row) and bytes."""
+        r, a = case
+        rng = np.random.default_rng(11)
+        ids = rng.integers(0, a.shape[0], self.batch)
+        ids = np.concatenate([ids, ids[:9]])
+        distinct = np.unique(ids).size
+        reads, nbytes = r.reads, r.bytes_read
+        out = np.full((ids.size,) + a.shape[1:], 7, a.dtype)
+        assert isinstance(r.read_uncached(ids, out, read_path), str)
+        np.testing.assert_array_equal(out, a[ids])
+        assert 1 <= r.reads - reads <= distinct
+        assert r.bytes_read - nbytes >= distinct * r.row_bytes
+        at = rng.permutation(2 * ids.size)[:ids.size]
+        wide = np.full((2 * ids.size,) + a.shape[1:], 7, a.dtype)
+        r.read_uncached(ids, wide, read_path, at=at)
+        np.testing.assert_array_equal(wide[at], a[ids])
+        rest = np.setdiff1d(np.arange(wide.shape[0]), at)
+        assert np.all(wide[rest] == 7)
+        assert r.read_uncached(np.zeros(0, np.int64), out[:0], read_path) == "none"
+
     def test_empty_gather(self, case):
         """No ids: nothing read, path ``none``."""
         r, _ = case
@@ -236,3 +266,5 @@ class RowReaderTests:
             r.gather(np.array([1]), np.empty((1,) + a.shape[1:], a.dtype))
         with pytest.raises(ClosedStoreError):
             r.read_slice(0, 1, np.empty((1,) + a.shape[1:], a.dtype))
+        with pytest.raises(ClosedStoreError):
+            r.read_uncached(np.array([1]), np.empty((1,) + a.shape[1:], a.dtype))

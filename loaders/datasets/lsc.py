@@ -1,9 +1,9 @@
 """OGB-LSC's ``MAG240MDataset`` and ``MAG240MEvaluator`` over a store, so the MAG240M baselines
-(OGB-LSC's ``rgnn.py``, DGL's ``ogb_lsc/MAG240M/train.py``) keep their dataset lines:
+(OGB-LSC's ``rgnn.py``, DGL's ``ogb_lsc/MAG240M/train.py``) keep their dataset lines::
 
->>> from loaders.datasets.lsc import MAG240MDataset, MAG240MEvaluator  # was: from ogb.lsc
->>> dataset = MAG240MDataset("mag240m.store")     # featurestore preprocess mag240m ROOT STORE
->>> dataset.num_papers, dataset.num_classes, dataset.get_idx_split("train")
+    from loaders.datasets.lsc import MAG240MDataset, MAG240MEvaluator  # was: from ogb.lsc
+    dataset = MAG240MDataset("mag240m.store")     # featurestore preprocess mag240m ROOT STORE
+    dataset.num_papers, dataset.num_classes, dataset.get_idx_split("train")
 
 Arrays are the store's: ``paper_feat`` is a read-only memory map, labels are read on first
 use. The homogeneous graph the baselines build by hand (``full_adj_t.pt``, ``graph.dgl``,

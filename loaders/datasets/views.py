@@ -3,12 +3,12 @@
 A PyG or DGL script opens its data with ``PygNodePropPredDataset(name, root)``,
 ``AsNodePredDataset(DglNodePropPredDataset(name))`` and so on, then reads ``data.x``,
 ``data['paper'].train_mask``, ``g.ndata['feat']``, ``dataset.num_classes`` ... These classes
-answer the same calls from a store, so a script keeps those lines and changes its imports:
+answer the same calls from a store, so a script keeps those lines and changes its imports::
 
->>> from loaders.datasets.views import PygNodePropPredDataset     # was: from ogb.nodeproppred ...
->>> dataset = PygNodePropPredDataset("ogbn-papers100M", root="papers.store")
->>> data = dataset[0]                                       # a StoreData view, not in memory
->>> loader = loaders.NeighborLoader(data, [10, 10], dataset.get_idx_split()["train"])
+    from loaders.datasets.views import PygNodePropPredDataset     # was: from ogb.nodeproppred ...
+    dataset = PygNodePropPredDataset("ogbn-papers100M", root="papers.store")
+    data = dataset[0]                                       # a StoreData view, not in memory
+    loader = loaders.NeighborLoader(data, [10, 10], dataset.get_idx_split()["train"])
 
 Nothing is read into memory up front. Node features and value arrays (``x``, ``feat``, ``y``,
 ``label``, ``year``) are :class:`LazyRows`: their shape is known, and indexing them gathers the
@@ -28,30 +28,14 @@ import torch
 from featurestore import Store, open_store
 from featurestore.errors import IdsOutOfRangeError, NotAStoreError, StoreNotFoundError
 from loaders.errors import LoaderArgumentError
+from loaders.sample.seeds import SPLITS, as_store, split_name
 
 __all__ = ["LazyRows", "NodeView", "StoreData", "StoreGraph", "PygNodePropPredDataset",
            "DglNodePropPredDataset", "AsNodePredDataset", "OGB_MAG", "as_store"]
 
-#: PyG's mask name and DGL's index name of each split, and the store split names they read.
-SPLITS = {"train": ("train_mask", "train_idx", ("train",)),
-          "valid": ("val_mask", "val_idx", ("valid", "val")),
-          "test": ("test_mask", "test_idx", ("test", "test-dev", "test_dev"))}
 
 _FEATURE_ALIASES = {"x": "feat"}
 _VALUE_ALIASES = {"y": "label"}
-
-
-def as_store(data) -> Store:
-    """The store behind ``data``: a :class:`Store`, or a view or dataset of this module."""
-    if isinstance(data, Store):
-        return data
-    store = getattr(data, "__featurestore__", None)
-    if isinstance(store, Store):
-        return store
-    raise LoaderArgumentError(
-        "Expected a featurestore Store (open_store(path)) or a view of one (loaders.datasets: "
-        f"StoreData, StoreGraph, a dataset's [0]). Got {type(data).__name__} instead. PyG's "
-        "Data/HeteroData and DGL graphs live in memory; preprocess them into a store first.")
 
 
 def _open(name: str | None, root: str | os.PathLike) -> Store:
@@ -333,14 +317,6 @@ class NodeView:
 
     def __repr__(self) -> str:
         return f"NodeView({self._node_type!r}, num_nodes={self.num_nodes}, keys={self.keys()})"
-
-
-def split_name(store: Store, split: str) -> str:
-    """The store's name of ``split`` (``valid`` may be stored as ``val``, ``test`` as
-    ``test-dev``); ``split`` itself when the store has none of them."""
-    names = SPLITS[split][2] if split in SPLITS else (split,)
-    have = store.split_names
-    return next((name for name in names if name in have), names[0])
 
 
 def split_ids(store: Store, split: str, ntype: str | None = None) -> np.ndarray:

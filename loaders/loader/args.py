@@ -7,6 +7,10 @@
 * :func:`peer_options`: every keyword of PyG's ``NeighborLoader`` (and the PyTorch
   ``DataLoader`` keywords it forwards) and of DGL's ``DataLoader`` is either honoured here or
   refused with :class:`~loaders.errors.UnsupportedArgumentError` naming our equivalent.
+* :func:`check_args`: the loader's own integer and named options, checked at its edge.
+
+The seeds themselves (``input_nodes``) and each epoch's order of them are resolved by
+:mod:`loaders.sample.seeds`, below the loader, as the planner and the cache traces share them.
 
 ``docs/compat.md`` lists the same table for users.
 """
@@ -19,9 +23,12 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from featurestore.errors import UnknownFeatureError
 from loaders.errors import LoaderArgumentError, UnsupportedArgumentError
+from loaders.memory.cache import POLICIES
 
-__all__ = ["fanouts", "peer_options", "PeerOptions", "FANOUT_ORDERS", "MAX_LAYERS"]
+__all__ = ["fanouts", "peer_options", "PeerOptions", "check_args", "check_feature",
+           "FANOUT_ORDERS", "MAX_LAYERS"]
 
 FANOUT_ORDERS = ("pyg", "dgl")
 
@@ -249,3 +256,42 @@ def peer_options(kwargs: dict, *, transform=None, pin_memory: bool = False) -> P
 def _short(v) -> str:
     r = repr(v)
     return r if len(r) <= 60 else f"a {type(v).__name__}"
+
+
+# -- the loader's own options ------------------------------------------------------------------
+def _check_int(name: str, v, lo: int, none_ok: bool = False) -> None:
+    """An integer argument >= ``lo`` (not a float, a bool or a string that would be coerced)."""
+    if v is None and none_ok:
+        return
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise LoaderArgumentError(f"Expected an integer {name} >= {lo}"
+                                  f"{' or None' if none_ok else ''}. Got {v!r} instead.")
+
+
+def check_args(*, rank, world_size, cache, topology, num_threads, **ints) -> None:
+    """The loader's integer arguments, ``rank < world_size``, ``cache`` and ``topology``."""
+    lows = {"batch_size": 1, "prefetch": 1, "staging_bytes": 1, "batches_in_flight": 1,
+            "presample_epochs": 0, "seed": 0}
+    for name, v in ints.items():
+        _check_int(name, v, lows[name])
+    _check_int("num_threads", num_threads, 1, none_ok=True)
+    _check_int("rank", rank, 0)
+    _check_int("world_size", world_size, 1)
+    if not 0 <= rank < world_size:
+        raise LoaderArgumentError(f"Expected 0 <= rank < world_size. Got rank={rank}, "
+                                  f"world_size={world_size} instead.")
+    if cache not in (None, "auto") + POLICIES:
+        raise LoaderArgumentError(f"Expected cache in {(None, 'auto') + POLICIES}. Got "
+                                  f"{cache!r} instead.")
+    if topology not in (None, "mmap", "memory"):
+        raise LoaderArgumentError(f"Expected topology None, 'mmap' or 'memory'. Got "
+                                  f"{topology!r} instead.")
+
+
+def check_feature(store, feature) -> None:
+    """``feature`` names a feature of some node type (when the store has features)."""
+    have = {t: store.feature_names(t) for t in store.node_types}
+    if feature is not None and any(have.values()) and not any(
+            feature in names for names in have.values()):
+        raise UnknownFeatureError(f"Expected feature {feature!r} on some node type of "
+                                  f"{store.url}. The store has {have}.")

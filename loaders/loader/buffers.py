@@ -118,3 +118,37 @@ class StagingRing:
             ev = torch.cuda.Event()
             ev.record(stream)
             self._events[self._i] = ev
+
+
+class RingPool:
+    """Staging rings, one per live iterator: two iterators gathering at once would otherwise
+    stage rows in each other's buffers. Free rings are kept for the next epochs."""
+
+    def __init__(self, chunk_bytes: int, *, pin: bool):
+        self.chunk_bytes, self.pin = int(chunk_bytes), pin
+        self._free: list[StagingRing] = []
+        self._lock = threading.Lock()
+        self._of_thread = threading.local()
+
+    def take(self) -> StagingRing:
+        """A free ring, else a new one."""
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return StagingRing(self.chunk_bytes, pin=self.pin)
+
+    def give(self, ring: StagingRing) -> None:
+        """Give ``ring`` back for later iterators."""
+        with self._lock:
+            self._free.append(ring)
+
+    def bind(self, ring: StagingRing) -> None:
+        """Make ``ring`` the calling thread's (a pipeline's gather thread stages in it)."""
+        self._of_thread.ring = ring
+
+    def current(self) -> StagingRing:
+        """The calling thread's ring (its pipeline's), else one taken and bound to it."""
+        ring = getattr(self._of_thread, "ring", None)
+        if ring is None:
+            ring = self._of_thread.ring = self.take()
+        return ring

@@ -3,8 +3,8 @@ carried into each batch as PyG's ``NeighborLoader`` slices every node attribute 
 
 A value is a fancy index of the store's value array by the batch's node ids; a mask is a
 bit test in a bitmap of the split built once per loader (one bit per node of the type: 15 MB
-for MAG240M's 121M papers; a binary search in the split's ids cost ~50 ms per mask for a
-260k-node batch of ogbn-papers100M's size, the bit test ~2 ms).
+for MAG240M's 121M papers; far faster per batch than a binary search in the split's ids,
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ import numpy as np
 import torch
 
 from loaders.errors import LoaderArgumentError
+from loaders.sample.seeds import SPLITS, split_name
 
-__all__ = ["NodeAttrs", "available_attrs"]
+__all__ = ["NodeAttrs", "available_attrs", "loader_attrs"]
 
 
 def _mask_splits(store, ntype: str) -> dict[str, str]:
     """``{mask name: stored split name}`` of the splits that hold nodes of ``ntype`` (the
     masks a :class:`~loaders.datasets.views.NodeView` of the type answers)."""
-    from loaders.datasets.views import SPLITS, split_name
-
     out = {}
     for key, (mask, _, _) in SPLITS.items():
         name = split_name(store, key)
@@ -96,3 +95,14 @@ class NodeAttrs:
                     got[name] = torch.from_numpy(np.ascontiguousarray(data[ids]))
             out[t] = got
         return out
+
+
+def loader_attrs(store, attrs, homogeneous, pyg_default: bool) -> NodeAttrs:
+    """The node values and masks a loader carries (``attrs=``; by default all of them from a
+    PyG view, as PyG slices ``data``'s node attributes)."""
+    if attrs and homogeneous:
+        raise LoaderArgumentError("Expected attrs=None with homogeneous=: the relational "
+                                  "view carries x, y, node_type and edge_type only.")
+    if attrs is None:
+        attrs = "all" if pyg_default and not homogeneous else ()
+    return NodeAttrs(store, attrs)

@@ -1,9 +1,10 @@
 """The loader's memory budget: what the process may use, and a plan of every byte in it.
 
-:func:`available_memory` is the memory limit of the process's own cgroup (v2 ``memory.max``
-or v1 ``memory.limit_in_bytes``, the tightest of it and its ancestors) when there is one, as
-in a container, a scheduler's job or under ``memcap``; else a share of physical memory. What
-the process already holds (``RssAnon``: the interpreter, torch, numba) is taken off.
+:func:`available_memory` (:mod:`featurestore.sysmem`, re-exported here) is the memory limit
+of the process's own cgroup (v2 ``memory.max`` or v1 ``memory.limit_in_bytes``, the tightest of
+it and its ancestors) when there is one, as in a container, a scheduler's job or under
+``memcap``; else a share of physical memory. What the process already holds (``RssAnon``: the
+interpreter, torch, numba) is taken off.
 
 :func:`plan_loader` spends a budget: the topology (copied into the process when the
 features do not fit, so feature reads cannot evict it), the batch buffers times the batches
@@ -15,154 +16,43 @@ cache serves them, as it does without a budget.
 from __future__ import annotations
 
 import math
-import os
-import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from featurestore import units
+from featurestore.errors import InvalidArgumentError
+from featurestore.sysmem import (
+    PHYSICAL_SHARE,
+    available_memory,
+    cgroup_mapped_file_bytes,
+    cgroup_memory_limit,
+    physical_memory,
+)
+from featurestore.sysmem import rss_anon as process_anon_bytes
+from featurestore.units import format_size as format_bytes
 from loaders.errors import LoaderArgumentError
 
 __all__ = ["parse_size", "cgroup_memory_limit", "process_anon_bytes", "available_memory",
-           "LoaderPlan", "plan_loader", "format_bytes", "limit_allocator_slack",
-           "resident_indptr_dtype"]
+           "LoaderPlan", "plan_loader", "loader_plan_inputs", "format_bytes",
+           "limit_allocator_slack", "resident_indptr_dtype", "PHYSICAL_SHARE", "physical_memory",
+           "cgroup_mapped_file_bytes"]
 
-#: share of physical memory a process without a cgroup limit plans for
-PHYSICAL_SHARE = 0.8
 #: the plan keeps this share of the budget (at least MARGIN_MIN) unspent: allocator slack,
 #: the interpreter's growth, the pages of mapped code and libraries
 MARGIN_SHARE = 0.03
 MARGIN_MIN = 32 << 20
 #: a batch buffer holds this many times the most distinct rows seen in the sampled batches
 ROWS_HEADROOM = 1.05
-_NO_LIMIT = 1 << 60
-
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_DEC = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
 
 def parse_size(size) -> int:
-    """Bytes of ``size``: an int, or text like ``"1.5GiB"``, ``"512M"``, ``"2G"``, ``"3GB"``.
-
-    ``K/M/G/T``, ``KiB/MiB/GiB/TiB``: powers of 1024; ``KB/MB/GB/TB``: powers of 1000.
-    """
-    if isinstance(size, (int, float)) and not isinstance(size, bool):
-        if size < 0:
-            raise LoaderArgumentError(f"Expected a memory size >= 0. Got {size!r} instead.")
-        return int(size)
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)(i?)([bB]?)\s*", str(size))
-    if not m:
-        raise LoaderArgumentError(f"Expected a memory size such as 1.5GiB, 512M or 2000000000. "
-                         f"Got {size!r} instead.")
-    num, unit, i, b = m.groups()
-    unit = unit.lower()
-    mult = _DEC[unit] if (unit and b and not i) else _UNITS[unit]
-    return int(float(num) * mult)
-
-
-def format_bytes(n: float) -> str:
-    """Bytes as text with a binary unit (``1.5 GiB``)."""
-    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= k:
-            return f"{n / k:.2f} {unit}"
-    return f"{int(n)} B"
-
-
-def _read(path: str) -> str | None:
+    """Bytes of ``size`` (``memory=``): :func:`featurestore.units.parse_size`, whose units are
+    all binary (``"2GB" == "2GiB"``), raising :class:`~loaders.errors.LoaderArgumentError`."""
     try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def _walk_limits(base: str, rel: str, name: str) -> int | None:
-    """The smallest ``name`` limit from the cgroup directory ``base/rel`` up to ``base``."""
-    best = None
-    parts = [p for p in rel.strip("/").split("/") if p]
-    for k in range(len(parts), -1, -1):
-        text = _read(os.path.join(base, *parts[:k], name))
-        if text is None or text == "max":
-            continue
-        try:
-            v = int(text)
-        except ValueError:
-            continue
-        if v < _NO_LIMIT:
-            best = v if best is None else min(best, v)
-    return best
-
-
-def cgroup_memory_limit(proc_cgroup: str = "/proc/self/cgroup",
-                        root: str = "/sys/fs/cgroup") -> int | None:
-    """The memory limit of this process's cgroup (and its ancestors), or None when unlimited."""
-    text = _read(proc_cgroup)
-    if not text:
-        return None
-    limits = []
-    for line in text.splitlines():
-        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if "memory" in controllers.split(","):  # v1
-            for base in (os.path.join(root, "memory"), root):
-                if os.path.exists(os.path.join(base, "memory.limit_in_bytes")):
-                    lim = _walk_limits(base, path, "memory.limit_in_bytes")
-                    if lim is not None:
-                        limits.append(lim)
-                    break
-        elif hid == "0" and controllers == "":  # v2
-            for base in (root, os.path.join(root, "unified")):
-                if os.path.exists(os.path.join(base, "cgroup.controllers")):
-                    lim = _walk_limits(base, path, "memory.max")
-                    if lim is not None:
-                        limits.append(lim)
-                    break
-    return min(limits) if limits else None
-
-
-def _status_kb(key: str) -> int:
-    text = _read("/proc/self/status") or ""
-    m = re.search(rf"^{key}:\s+(\d+) kB", text, re.M)
-    return int(m.group(1)) * 1024 if m else 0
-
-
-def process_anon_bytes() -> int:
-    """Anonymous memory this process holds now (``RssAnon``)."""
-    return _status_kb("RssAnon")
-
-
-def physical_memory() -> int:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def cgroup_mapped_file_bytes(proc_cgroup: str = "/proc/self/cgroup",
-                             root: str = "/sys/fs/cgroup") -> int:
-    """File pages mapped by the processes of this cgroup and charged to it (code and data of
-    the interpreter and its libraries, when they were first read here): the cap must keep
-    room for them, or every page fault re-reads them."""
-    text = _read(proc_cgroup) or ""
-    for line in text.splitlines():
-        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if "memory" in controllers.split(","):
-            stat, key = os.path.join(root, "memory", path.lstrip("/"), "memory.stat"), "mapped_file"
-        elif hid == "0" and controllers == "":
-            stat, key = os.path.join(root, path.lstrip("/"), "memory.stat"), "file_mapped"
-        else:
-            continue
-        m = re.search(rf"^{key} (\d+)$", _read(stat) or "", re.M)
-        if m:
-            return int(m.group(1))
-    return 0
-
-
-def available_memory(share: float = PHYSICAL_SHARE) -> int:
-    """Bytes this process may still use: its cgroup's limit (else ``share`` of physical
-    memory) less what it already holds (anonymous memory, and the mapped file pages charged
-    to its cgroup)."""
-    phys = physical_memory()
-    lim = cgroup_memory_limit()
-    if lim is not None and lim < phys:
-        return max(0, lim - process_anon_bytes() - cgroup_mapped_file_bytes())
-    return max(0, int(share * phys) - process_anon_bytes())
+        return units.parse_size(size)
+    except InvalidArgumentError as e:
+        raise LoaderArgumentError(str(e)) from e
 
 
 _SLACK_LIMITED = False
@@ -329,6 +219,29 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
             plan.cache_bytes += n * feature_row_bytes[t] + pos_map
     return plan
 
+
+
+def loader_plan_inputs(features: dict, *, cuda: bool, staging_bytes: int, prefetch: int,
+                       batches_in_flight: int, batch_dtypes: dict | None = None,
+                       casts: bool = False) -> dict:
+    """The keywords of :func:`plan_loader` that a loader's features and options give, as the
+    loader and ``featurestore plan`` both assemble them: row bytes and rows per type (and the
+    batch's row bytes in ``batch_dtypes``, the loader's ``dtype=``), the batches and sampled
+    subgraphs in flight (batch buffers: none with CUDA, rows go through staging), and the
+    readers' I/O threads and scratch plus the staging chunks (two to a CUDA device; one on the
+    host when rows are cast)."""
+    staging = 2 * staging_bytes if cuda else (staging_bytes if casts else 0)
+    out = dict(feature_row_bytes={t: int(f.row_bytes) for t, f in features.items()},
+               feature_rows={t: int(f.shape[0]) for t, f in features.items()},
+               batches_in_flight=0 if cuda else int(batches_in_flight),
+               subgraphs_in_flight=prefetch + 3,
+               io_threads=max([f.reader.io_threads for f in features.values()] + [0]),
+               scratch_bytes=sum(f.reader.scratch_bytes() for f in features.values()) + staging)
+    if batch_dtypes is not None:
+        out["batch_row_bytes"] = {t: int(np.prod(f.shape[1:], dtype=np.int64))
+                                  * np.dtype(batch_dtypes[t]).itemsize
+                                  for t, f in features.items()}
+    return out
 
 def resident_indptr_dtype(indptr) -> np.dtype:
     """The dtype the loader holds a resident CSC ``indptr`` in: int32 when every offset fits

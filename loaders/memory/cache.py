@@ -10,8 +10,9 @@ A gather (:meth:`FeatureCache.gather`) splits the ids with a numba kernel: misse
 from the store, sorted, deduplicated and merged into spans, at ``io_threads`` reads in flight
 (issued from a helper thread while the hits are copied from the hot tier in parallel),
 straight into their rows of the output
-(``LocalRows.read_uncached``: ``O_DIRECT`` by default, so a capped process's page cache is
-not filled with rows it will not keep).
+(:meth:`RowReader.read_uncached <featurestore.rows.RowReader.read_uncached>`: on a local
+store ``O_DIRECT`` by default, so a capped process's page cache is not filled with rows it
+will not keep).
 
 Tiers above this one (a GPU tier) need only :meth:`HotTier.lookup`: positions of the ids in
 the tier, ``-1`` for a miss; a tier fills the hits it holds and passes the misses down.
@@ -26,13 +27,15 @@ import numba
 import numpy as np
 
 from featurestore.gather import check_ids
+from loaders.memory.cast import cast_rows
 from loaders.sample.kernels import memcpy as _memcpy
 
 __all__ = ["HotTier", "FeatureCache", "CacheStats", "presample_counts", "presample_scores",
-           "degree_counts", "rank_rows", "count_rows", "POLICIES"]
+           "degree_counts", "rank_rows", "row_order", "count_rows", "POLICIES"]
 
 log = logging.getLogger(__name__)
 
+#: how the loader's hot tier ranks its rows (``NeighborLoader(cache=)``)
 POLICIES = ("presample", "degree")
 #: below this many ids the split runs on the calling thread only
 _PARALLEL_MIN = 1 << 14
@@ -130,30 +133,41 @@ def presample_scores(counts: np.ndarray, degree: np.ndarray, weight: float = 2.0
     of a row being the mean count of the rows whose degree falls in the same bin (quarter
     powers of two). One epoch's counts are noisy at the cache's boundary (a row needed once
     by chance ties with one needed every epoch); the prior, learnt from the same pass, ranks
-    such rows by what rows like them are needed. On R-MAT (4M nodes, a cache of 5% of the
-    rows) this lifted the next epoch's hit rate from 0.626 (counts alone) to 0.634 (degree
-    alone: 0.635, the epoch's optimal static cache: 0.661); it also keeps the first epoch,
-    which the pass sampled, near that optimum."""
+    such rows by what rows like them are needed. On R-MAT this lifted the next epoch's hit
+    rate towards the epoch's optimal static cache (docs/benchmarks.md); it also keeps the first
+    epoch, which the pass sampled, near that optimum."""
     b = np.floor(np.log2(np.asarray(degree, np.float64) + 1.0) * 4).astype(np.int64)
     nb = np.bincount(b)
     prior = np.bincount(b, weights=counts) / np.maximum(nb, 1)
     return counts + weight * prior[b]
 
 
+def row_order(scores: np.ndarray, tiebreak: np.ndarray | None = None) -> np.ndarray:
+    """Every row, from most to least worth caching: ``scores`` descending (counts or any
+    numeric scores), ties by ``tiebreak`` descending (e.g. degree), then by id ascending.
+
+    The one ranking of the cache's rows: :func:`rank_rows` takes its first ``k``;
+    ``featurestore plan`` and ``bench cache`` replay static caches of its prefixes.
+    """
+    c = np.asarray(scores)
+    key = -(c if c.dtype.kind == "f" else c.astype(np.int64))
+    if tiebreak is None:
+        return np.argsort(key, kind="stable")
+    # lexicographic (scores desc, tiebreak desc, id asc): lexsort is stable and its last key
+    # is the primary one
+    return np.lexsort((-np.asarray(tiebreak, np.int64), key))
+
+
 def rank_rows(counts: np.ndarray, k: int, tiebreak: np.ndarray | None = None) -> np.ndarray:
     """The ``k`` rows with the largest ``counts`` (any numeric scores; ties: larger
-    ``tiebreak``, then smaller id), sorted by id."""
+    ``tiebreak``, then smaller id), sorted by id: the first ``k`` of :func:`row_order`."""
     n = counts.shape[0]
     k = int(min(max(k, 0), n))
     if k == 0:
         return np.empty(0, np.int64)
     if k == n:
         return np.arange(n, dtype=np.int64)
-    tb = np.zeros(n, np.int64) if tiebreak is None else np.asarray(tiebreak, np.int64)
-    # lexicographic (counts desc, tiebreak desc, id asc); lexsort's last key is the primary
-    c = np.asarray(counts)
-    order = np.lexsort((np.arange(n), -tb, -(c if c.dtype.kind == "f" else c.astype(np.int64))))
-    return np.sort(order[:k]).astype(np.int64)
+    return np.sort(row_order(counts, tiebreak)[:k]).astype(np.int64)
 
 
 # -- the tiers -------------------------------------------------------------------------------
@@ -229,7 +243,7 @@ class FeatureCache:
         self.read_path = read_path
         self.hot = HotTier(feature.shape[0], rows, feature.shape[1:], feature.dtype, pin=pin)
         self.stats = CacheStats()
-        self._local = feature.reader.is_local  # LocalRows: read_uncached around the page cache
+        self._local = feature.reader.is_local  # local rows: read_uncached around the page cache
         self._bg = None  # one thread that issues the misses' reads while hits are copied
         if len(self.hot):  # fill: one sorted pass of reads around the page cache
             self._read(self.hot.rows, self.hot.data, None)
@@ -317,8 +331,6 @@ class FeatureCache:
         """:meth:`gather` into ``out`` of another dtype: hits cast by a kernel from the hot
         tier while the misses are read (a helper thread for large batches) chunk by chunk into
         ``stage`` and cast into their rows."""
-        from loaders.loader.cast import cast_rows
-
         if not (out.flags.c_contiguous and out.flags.writeable):
             from featurestore.errors import SchemaError
             raise SchemaError(f"Expected a C-contiguous writeable out buffer for "
@@ -349,8 +361,6 @@ class FeatureCache:
 
     def _read_cast(self, ids: np.ndarray, out: np.ndarray, at: np.ndarray,
                    stage: np.ndarray) -> None:
-        from loaders.loader.cast import cast_rows
-
         step = stage.shape[0]
         if ids.shape[0] > step:  # chunks of neighbouring rows: each one's reads merge into spans
             order = np.argsort(ids, kind="stable")

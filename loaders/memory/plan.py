@@ -13,8 +13,8 @@ with (``featurestore plan`` prints them):
   the feature cache, at the given memory (default: what this process may use, see
   :func:`available_memory`);
 * the cache's hit rate at that size: a static cache of the rows most read in a presampled
-  epoch (ties by degree), replayed on the next epoch (:mod:`loaders.memory.trace`), the
-  policy of the loader's hot tier;
+  epoch (ties by degree, :func:`loaders.memory.cache.row_order`), replayed on the next epoch
+  (:mod:`loaders.memory.trace`), the policy of the loader's hot tier;
 * row reads per batch left after the cache, and the seeds/s bound they put on the loader at
   the device's random-read rate (``read_iops``, random 4 KiB reads per second at queue depth
   32: ``featurestore bench device`` measures it); and the sampling bound of this machine;
@@ -23,11 +23,11 @@ with (``featurestore plan`` prints them):
 A row read is one distinct row in one batch; a read of a missed row of up to 4 KiB costs one
 I/O, a longer row ``ceil(row_bytes / 4096)``.
 
-Examples
---------
->>> p = plan(store, ("paper", "train"), [15, 10, 5], batch_size=1024, memory=16 << 30,
-...          read_iops=88_000)
->>> print(p.table())
+Example::
+
+    p = plan(store, ("paper", "train"), [15, 10, 5], batch_size=1024, memory=16 << 30,
+             read_iops=88_000)
+    print(p.table())
 """
 
 from __future__ import annotations
@@ -37,16 +37,19 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from featurestore import sysmem
 from loaders.errors import LoaderArgumentError
 from loaders.memory import trace as cp
 from loaders.memory.budget import resident_indptr_dtype
+from loaders.memory.cache import row_order
+from loaders.sample.seeds import resolve_input_nodes
 
 __all__ = ["Plan", "plan", "parse_input", "available_memory", "estimate_epoch_rows",
            "memory_plan", "INTERPRETER_BYTES", "CURVE_SHARES"]
 
 #: memory a Python process holding numpy, numba, torch and the loader takes before any batch
-#: (measured after ``import loaders``: 0.29 GiB resident, 0.17 GiB of it anonymous; numba's
-#: compiled kernels and torch's first allocations add some)
+#: (what ``import loaders`` holds, docs/benchmarks.md, and some more for numba's compiled
+#: kernels and torch's first allocations)
 INTERPRETER_BYTES = 384 << 20
 #: the least counted for the interpreter when it is measured (``interpreter_bytes=None``).
 MIN_INTERPRETER_BYTES = 128 << 20
@@ -82,68 +85,11 @@ def parse_input(store, text) -> tuple[str, str]:
 
 
 def available_memory() -> tuple[int, str]:
-    """``(bytes, where from)``: what this process may use in all (the interpreter included).
-
-    Uses :func:`loaders.memory.budget.available_memory` (plus what the process holds) when that
-    module is there; else the memory
-    cgroup's limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``) when one is set, else the
-    physical memory available now (``MemAvailable``).
-    """
-    try:
-        from loaders.memory.budget import (
-            available_memory as avail,  # the loader's own budget, when present
-        )
-    except ImportError:
-        avail = None
-    if avail is not None:  # what the process may still use + what it holds: its whole share
-        from loaders.memory.budget import process_anon_bytes
-
-        return int(avail()) + int(process_anon_bytes()), "loaders.memory.budget.available_memory"
-    limit = _cgroup_limit()
-    meminfo = _meminfo("MemAvailable") or _meminfo("MemTotal")
-    if limit is not None and (meminfo is None or limit < meminfo):
-        return limit, "cgroup limit"
-    if meminfo is not None:
-        return meminfo, "MemAvailable"
-    raise LoaderArgumentError("Cannot tell how much memory this process may use (no cgroup "
-                              "limit, no /proc/meminfo): pass memory=.")
-
-
-def _cgroup_limit() -> int | None:
-    try:
-        with open("/proc/self/cgroup") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0":  # cgroup v2
-            path = f"/sys/fs/cgroup{parts[2]}/memory.max"
-        elif "memory" in parts[1].split(","):
-            path = f"/sys/fs/cgroup/memory{parts[2]}/memory.limit_in_bytes"
-        else:
-            continue
-        try:
-            with open(path) as f:
-                v = f.read().strip()
-        except OSError:
-            continue
-        if v != "max" and v.isdigit() and int(v) < 1 << 60:
-            return int(v)
-    return None
-
-
-def _meminfo(key: str) -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    """``(bytes, where from)``: what this process may use in all (the interpreter included):
+    what it may still use (:func:`featurestore.sysmem.available_memory`: its cgroup limit, else
+    a share of physical memory, less what it holds) plus what it holds (``RssAnon``)."""
+    return int(sysmem.available_memory()) + int(sysmem.rss_anon()), \
+        "loaders.memory.budget.available_memory"
 
 
 def estimate_epoch_rows(counts: np.ndarray, sampled: int, batches: int) -> float:
@@ -333,9 +279,7 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
         the interpreter (``interpreter_bytes``) too.
     """
     if interpreter_bytes is None:
-        from loaders.memory.budget import process_anon_bytes
-
-        interpreter_bytes = max(MIN_INTERPRETER_BYTES, process_anon_bytes())
+        interpreter_bytes = max(MIN_INTERPRETER_BYTES, sysmem.rss_anon())
     if isinstance(input_nodes, str):
         input_nodes = parse_input(store, input_nodes)
     m = _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
@@ -404,8 +348,6 @@ class _Measured:
 def _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
              feature, ntype, seed) -> _Measured:
     """Sample two epochs' worth of batches as the loader would, recording rows and timings."""
-    from loaders.loader.core import resolve_input_nodes
-
     seed_type, inputs = resolve_input_nodes(store, input_nodes)
     ntype = ntype or cp.feature_type(store, seed_type, feature)
     per_epoch = -(-inputs.shape[0] // batch_size)
@@ -460,14 +402,11 @@ def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batch
         return mem, rows, "loaders.memory.plan.memory_plan", None
     lp = budget_mod.plan_loader(
         budget=max(0, memory - interpreter_bytes), budget_source=source,
-        feature_row_bytes=m.row_bytes, feature_rows={t: store.num_nodes(t) for t in featured},
         topology_bytes=topo, batch_rows=max_rows, edges_per_batch=int(max(m.edges)),
         num_nodes={t: store.num_nodes(t) for t in store.node_types},
-        batches_in_flight=in_flight, subgraphs_in_flight=subgraphs,
-        io_threads=max([getattr(f.reader, "io_threads", 0) for f in featured.values()] + [0]),
-        scratch_bytes=staging + sum(f.reader.scratch_bytes() for f in featured.values()
-                                    if hasattr(f.reader, "scratch_bytes")),
-        sampled_batches=len(m.timings))
+        sampled_batches=len(m.timings),
+        **budget_mod.loader_plan_inputs(featured, cuda=cuda, staging_bytes=int(staging_bytes),
+                                        prefetch=prefetch, batches_in_flight=batches_in_flight))
     fixed = lp.planned_bytes - lp.cache_bytes + interpreter_bytes
     mem = {"memory": memory, "topology": int(topo), "topology_resident":
            lp.topology == "memory", "batch_buffers": int(lp.buffer_bytes + lp.sampler_bytes),
@@ -484,7 +423,7 @@ class _Replay:
 
     def __init__(self, store, m: _Measured, read_iops):
         trace, featured = m.trace, m.featured
-        self.order = cp.rank_rows(trace.counts(0), cp.row_degree(store, m.ntype))
+        self.order = row_order(trace.counts(0), cp.row_degree(store, m.ntype))
         e1 = slice(int(trace.epoch_ptr[1]), int(trace.epoch_ptr[2]))
         self.ids1 = trace.ids[trace.batch_ptr[e1.start]:trace.batch_ptr[e1.stop]]
         self.ptr1 = trace.batch_ptr[e1.start:e1.stop + 1] - trace.batch_ptr[e1.start]

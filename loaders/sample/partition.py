@@ -32,10 +32,10 @@ loader holds anyway; the stream order is an affine permutation of the ids (no ar
 ``seed``, and ties are broken by a hash of ``(seed, node)``: a split is a pure function of its
 arguments.
 
-Examples
---------
->>> parts = split_seeds(store, "train", world_size, method="ldg")
->>> loader = NeighborLoader(store, [10, 5], input_nodes=parts[rank], shuffle=True)
+Example::
+
+    parts = split_seeds(store, "train", world_size, method="ldg")
+    loader = NeighborLoader(store, [10, 5], input_nodes=parts[rank], shuffle=True)
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def _cut(indptr, indices, part, k):
 # -- helpers -------------------------------------------------------------------------------------
 def _graph_and_seeds(store, seeds):
     """``(CSCGraph, seed type, distinct seed ids)`` from a store (or a CSCGraph with ids)."""
-    from loaders.loader.core import resolve_input_nodes
+    from loaders.sample.seeds import resolve_input_nodes
     from loaders.sample.sampler import CSCGraph
 
     if isinstance(store, CSCGraph):
@@ -285,7 +285,7 @@ def split_seeds(store, seeds, world_size: int, method: str = "ldg", *, seed: int
     """
     _check(world_size, method, passes, seed)
     if method == "random":
-        from loaders.loader.core import resolve_input_nodes
+        from loaders.sample.seeds import resolve_input_nodes
         from loaders.sample.sampler import CSCGraph
 
         if isinstance(store, CSCGraph):

@@ -336,10 +336,10 @@ class NeighborSampler:
         per layer (``0`` leaves one out). A node type with one sampled edge type into it is
         sampled the same way in both modes.
 
-    Examples
-    --------
-    >>> s = NeighborSampler(store, [15, 10, 5])
-    >>> sub = s.sample(seeds, "paper", seed=0, epoch=0, batch=3)
+    Example::
+
+        s = NeighborSampler(store, [15, 10, 5])
+        sub = s.sample(seeds, "paper", seed=0, epoch=0, batch=3)
     """
 
     def __init__(self, graph, num_neighbors, *, replace: bool = False,

@@ -32,9 +32,10 @@ from featurestore.fileio import pwrite_all
 from featurestore.format.rowfile import open_row_file
 
 from preprocess.errors import PreprocessError
-from preprocess.steps.memory import PeakMemory
 from preprocess.progress import bar
 from preprocess.sources.remote import RemoteArray
+from preprocess.steps.cast import cast_block
+from preprocess.steps.memory import PeakMemory
 
 __all__ = ["dask_feature_source", "write_features_dask", "MappedArray"]
 
@@ -92,8 +93,6 @@ class _RowsTask:
 def _fill(task: _RowsTask, fd: int, lo: int, hi: int, src, perm, state: dict,
           crc: int) -> int:
     """Rows ``[lo, hi)`` cast and written at their offset; returns ``crc`` carried over them."""
-    from preprocess.steps.features import _cast
-
     dtype = np.dtype(task.out_dtype)
     if perm is None:
         rows = np.asarray(src[lo:hi])
@@ -101,7 +100,7 @@ def _fill(task: _RowsTask, fd: int, lo: int, hi: int, src, perm, state: dict,
         rows = src.take_rows(np.asarray(perm[lo:hi], dtype=np.int64))
     else:
         rows = np.take(src, np.asarray(perm[lo:hi], dtype=np.int64), axis=0)
-    out = np.ascontiguousarray(_cast(rows, dtype.newbyteorder("="), task.name, state),
+    out = np.ascontiguousarray(cast_block(rows, dtype.newbyteorder("="), task.name, state),
                                dtype=dtype)
     mv = memoryview(out).cast("B")
     pwrite_all(fd, mv, lo * task.row_bytes, f"the rows of {task.name}")

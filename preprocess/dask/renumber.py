@@ -24,7 +24,8 @@ from featurestore.fileio import pwrite_all
 
 from preprocess.dask.features import MappedArray
 from preprocess.steps.diskmap import open_npy
-from preprocess.sources.edges import ArraySource, EdgeSource, as_int64_ids, from_npy
+from preprocess.sources.base import ArraySource, EdgeSource, as_int64_ids
+from preprocess.sources.npy import from_npy
 from preprocess.progress import bar
 from preprocess.steps.renumber import IdMap, IdMapper, MappedEdges
 

@@ -1,1 +1,2 @@
-"""Resumable jobs: manifest and step runner, spec files and their steps, the edge-list job."""
+"""Resumable jobs: the step runner, its manifest, scratch folders and reports; spec files and
+their steps; the edge-list job; and the choice of each step's variant (in this process or Dask)."""

@@ -9,9 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from preprocess.steps.csc import build_csc, plan_csc, reverse_etype
+from preprocess.jobs.variants import build_csc
+from preprocess.steps.csc import plan_csc, reverse_etype
 from preprocess.dask.run import check_shared_scratch
-from preprocess.sources.edges import EdgeSource, open_edges
+from preprocess.sources.base import EdgeSource
+from preprocess.sources.dispatch import open_edges
 from preprocess.errors import IdsOutOfRangeInputError
 from preprocess.steps.idcheck import NO_BOUND, check_input_ids
 from preprocess.jobs.job import Job, StepContext, StepDef

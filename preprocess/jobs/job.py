@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import datetime as _dt
 import logging
 import os
 import shutil
@@ -48,48 +47,22 @@ from collections.abc import Callable, Iterable, Sequence
 
 from featurestore import __version__
 from featurestore.remote.location import Location
-from featurestore.errors import StoreExistsError, UnsafePathError
+from featurestore.errors import StoreExistsError
 from featurestore.writer import StoreWriter
 
+from preprocess.errors import BudgetTooSmallError, ManifestMismatchError, NotEnoughDiskError
+from preprocess.jobs.manifest import (MANIFEST_KEY, check_inputs_outside, input_record, jsonable,
+                                      manifest_diffs, now, read_manifest, save_manifest)
+from preprocess.jobs.report import plan_table, summary_table
+from preprocess.jobs.scratch import scratch_root, step_tmpdir, work_dir
 from preprocess.steps.csc import MIN_BUDGET_BYTES
 from preprocess.steps.diskmap import disk_full_error
-from preprocess.errors import (BudgetTooSmallError, InputNotFoundError, ManifestMismatchError,
-                     NotEnoughDiskError)
 from preprocess.steps.memory import PeakMemory, format_size, free_disk_bytes
-from preprocess.sources.remote import is_remote, remote_input_record
 
 __all__ = ["Job", "Step", "StepDef", "StepContext", "MANIFEST_KEY", "input_record"]
 
 log = logging.getLogger(__name__)
 
-MANIFEST_KEY = ".preprocess/manifest.json"
-SCRATCH_KEY = ".preprocess/tmp"
-WORK_KEY = ".preprocess/work"
-
-
-def input_record(path: str | os.PathLike) -> dict:
-    """``{"path", "size", "mtime_ns"}`` of an input file (a directory: total size, newest mtime;
-    an fsspec URL: its size and modification time as the file system reports them)."""
-    if is_remote(path):
-        return remote_input_record(os.fspath(path))
-    p = os.path.abspath(os.fspath(path))
-    if not os.path.exists(p):
-        raise InputNotFoundError(f"Expected an input file at {p}. Nothing is there.")
-    if os.path.isdir(p):
-        size = mtime = 0
-        for root, _, files in os.walk(p):
-            for f in files:
-                st = os.stat(os.path.join(root, f))
-                size += st.st_size
-                mtime = max(mtime, st.st_mtime_ns)
-    else:
-        st = os.stat(p)
-        size, mtime = st.st_size, st.st_mtime_ns
-    return {"path": p, "size": int(size), "mtime_ns": int(mtime)}
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -189,7 +162,7 @@ class Job:
         self.scratch_dir = (os.path.abspath(os.fspath(scratch_dir)) if scratch_dir is not None
                             else None)
         self.name = name
-        self.options = _jsonable(dict(options or {}))
+        self.options = jsonable(dict(options or {}))
         self.inputs = [input_record(p) for p in inputs]
         self.force, self.dry_run = force, dry_run
         self.budget_bytes = int(budget_bytes)
@@ -199,15 +172,19 @@ class Job:
                 f"{name!r}. Got {format_size(self.budget_bytes)}; nothing was written.")
         self.progress = progress
         self.loc = Location(self.store_url, storage_options)
-        self._check_inputs_outside()
+        check_inputs_outside(self.loc, self.inputs, self.store_url)
         self.storage_options = storage_options
         self.steps: list[Step] = []
         self._writer: StoreWriter | None = None
         self.t0 = time.perf_counter()
-        old = self._read_manifest()
+        old = read_manifest(self.loc)
         self.complete = False
         if old is not None and not force:
-            self._check_same(old)
+            diffs = manifest_diffs(old, name, self.inputs, self.options)
+            if diffs:
+                raise ManifestMismatchError(
+                    f"Expected the inputs and options of the run that started {self.store_url}. "
+                    f"Got: {'; '.join(diffs)}. Re-run with --force (force=True) to start over.")
             self.manifest = old
             # the store's own flag decides: a kill between its commit and the manifest's
             # update leaves a complete store with a manifest not yet marked complete
@@ -219,7 +196,7 @@ class Job:
         self.resumed = self.manifest is not None and bool(self.manifest.get("steps"))
         if self.manifest is None:
             self.manifest = {"job": name, "tool": f"featurestore {__version__}",
-                             "started": _now(), "inputs": self.inputs, "options": self.options,
+                             "started": now(), "inputs": self.inputs, "options": self.options,
                              "steps": {}, "complete": False}
         self._keep_scratch()
         if old is None and not force and self._store_exists():
@@ -230,22 +207,6 @@ class Job:
             self._open_writer(fresh=old is None or force or not self._store_exists())
 
     # -- store and manifest ---------------------------------------------------------
-    def _check_inputs_outside(self) -> None:
-        """Refuse inputs inside the output directory: replacing or cleaning the store could
-        remove them, and a store's directory is the package's to manage."""
-        if not self.loc.is_local:
-            return
-        root = os.path.realpath(self.loc.root)
-        for rec in self.inputs:
-            if is_remote(rec["path"]):
-                continue
-            p = os.path.realpath(rec["path"])
-            if p == root or p.startswith(root.rstrip(os.sep) + os.sep):
-                raise UnsafePathError(
-                    f"Expected the inputs outside the output directory {self.store_url}. "
-                    f"Got the input {rec['path']} inside it; move the input or choose "
-                    "another output. Nothing was written.")
-
     def _keep_scratch(self) -> None:
         """A resumed job keeps the scratch directory its finished steps' work files are in
         (taken from the manifest when not given; another one is refused)."""
@@ -259,14 +220,6 @@ class Job:
             self.scratch_dir = had
         self.manifest["scratch_dir"] = self.scratch_dir
 
-    def _read_manifest(self) -> dict | None:
-        try:
-            return self.loc.read_json(MANIFEST_KEY)
-        except FileNotFoundError:
-            return None
-        except ValueError:  # a torn manifest cannot happen (atomic writes); treat as absent
-            return None
-
     def _store_exists(self) -> bool:
         return self.loc.exists("zarr.json")
 
@@ -275,30 +228,6 @@ class Job:
             return bool(self.loc.read_json("zarr.json").get("attributes", {}).get("complete"))
         except (FileNotFoundError, ValueError):
             return False
-
-    def _check_same(self, old: dict) -> None:
-        diffs = []
-        if old.get("job") != self.name:
-            diffs.append(f"job {old.get('job')!r} -> {self.name!r}")
-        old_in = {r["path"]: r for r in old.get("inputs", [])}
-        new_in = {r["path"]: r for r in self.inputs}
-        for p in sorted(set(old_in) | set(new_in)):
-            a, b = old_in.get(p), new_in.get(p)
-            if a is None or b is None:
-                diffs.append(f"input {p} {'added' if a is None else 'removed'}")
-            elif (a["size"], a["mtime_ns"]) != (b["size"], b["mtime_ns"]):
-                diffs.append(f"input {p} changed (size {a['size']} -> {b['size']}, "
-                             f"mtime {a['mtime_ns']} -> {b['mtime_ns']})")
-            elif a.get("etag") and b.get("etag") and a["etag"] != b["etag"]:
-                diffs.append(f"input {p} changed (ETag {a['etag']} -> {b['etag']})")
-        oo, no = old.get("options", {}), self.options
-        for k in sorted(set(oo) | set(no)):
-            if oo.get(k) != no.get(k):
-                diffs.append(f"option {k}: {oo.get(k)!r} -> {no.get(k)!r}")
-        if diffs:
-            raise ManifestMismatchError(
-                f"Expected the inputs and options of the run that started {self.store_url}. "
-                f"Got: {'; '.join(diffs)}. Re-run with --force (force=True) to start over.")
 
     def _open_writer(self, fresh: bool) -> None:
         if fresh:
@@ -317,11 +246,8 @@ class Job:
         self._save()
 
     def _save(self) -> None:
-        if self.dry_run:
-            return
-        if self.loc.is_local:
-            os.makedirs(os.path.dirname(self.loc.path(MANIFEST_KEY)), exist_ok=True)
-        self.loc.write_json_atomic(MANIFEST_KEY, self.manifest)
+        if not self.dry_run:
+            save_manifest(self.loc, self.manifest)
 
     @property
     def writer(self) -> StoreWriter:
@@ -331,27 +257,12 @@ class Job:
                                + ("it is a dry run." if self.dry_run else "the store is complete."))
         return self._writer
 
-    def _store_tag(self) -> str:
-        """A hash of the store's normalised location (``out``, ``./out`` and ``/abs/out/``
-        are one store), naming its scratch folders so that a resumed job finds them."""
-        import hashlib
-
-        where = (os.path.realpath(self.loc.root) if self.loc.is_local else
-                 self.loc.fs.unstrip_protocol(self.loc.root).rstrip("/"))
-        return hashlib.sha1(where.encode()).hexdigest()[:16]
-
-    def _scratch_root(self) -> str:
-        """``scratch_dir/featurestore-<hash of the store's location>`` (one folder per store)."""
-        return os.path.join(self.scratch_dir, f"featurestore-{self._store_tag()}")
-
     @property
     def tmpdir(self) -> str | None:
         """Scratch directory of one step (``scratch_dir``, else inside the store when local);
         emptied when a run starts, removed by :meth:`commit`. ``None`` (the system's) for a
         remote store without ``scratch_dir``."""
-        if self.scratch_dir is not None:
-            return os.path.join(self._scratch_root(), "tmp")
-        return self.loc.path(SCRATCH_KEY) if self.loc.is_local else None
+        return step_tmpdir(self.loc, self.scratch_dir)
 
     @property
     def workdir(self) -> str:
@@ -360,14 +271,7 @@ class Job:
         Kept across runs, so a resumed job finds what finished steps left; removed by
         :meth:`commit`. Inside the store when local, else under the system's temp directory.
         """
-        if self.scratch_dir is not None:
-            path = os.path.join(self._scratch_root(), "work")
-        elif self.loc.is_local:
-            path = self.loc.path(WORK_KEY)
-        else:
-            import tempfile
-
-            path = os.path.join(tempfile.gettempdir(), f"featurestore-work-{self._store_tag()}")
+        path = work_dir(self.loc, self.scratch_dir)
         if not self.dry_run:
             os.makedirs(path, exist_ok=True)
         return path
@@ -408,9 +312,9 @@ class Job:
         st.seconds = time.perf_counter() - t
         st.peak_anon_bytes = mem.peak
         st.status = "ran"
-        self.manifest["steps"][name] = {"finished": _now(), "seconds": round(st.seconds, 3),
+        self.manifest["steps"][name] = {"finished": now(), "seconds": round(st.seconds, 3),
                                         "peak_anon_bytes": mem.peak,
-                                        "stats": _jsonable(st.stats)}
+                                        "stats": jsonable(st.stats)}
         self._save()
         log.info("step %s: done in %.1f s", name, st.seconds)
 
@@ -458,7 +362,7 @@ class Job:
         if self.dry_run or self.complete:
             return
         self.writer.add_provenance(f"preprocess {self.name}", inputs=self.inputs,
-                                   options=self.options, **_jsonable(provenance))
+                                   options=self.options, **jsonable(provenance))
         self.writer.commit()
         self._finish()
 
@@ -466,14 +370,14 @@ class Job:
         """Mark the manifest complete and remove the scratch and work files (the store has
         committed)."""
         self.manifest["complete"] = True
-        self.manifest.setdefault("finished", _now())
+        self.manifest.setdefault("finished", now())
         self._save()
         self.complete = True
         if self.tmpdir is not None:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
         shutil.rmtree(self.workdir, ignore_errors=True)
         if self.scratch_dir is not None:
-            shutil.rmtree(self._scratch_root(), ignore_errors=True)
+            shutil.rmtree(scratch_root(self.loc, self.scratch_dir), ignore_errors=True)
 
     def close(self) -> None:
         """Stop writing without committing: release the store's write lock. The store stays
@@ -490,56 +394,9 @@ class Job:
     # -- reporting ------------------------------------------------------------------
     def summary(self) -> str:
         """A table of the steps: status, seconds, edges/s, GB/s, peak anonymous memory."""
-        rows = [("step", "status", "seconds", "edges/s", "GB/s", "peak mem")]
-        for st in self.steps:
-            s = st.stats or {}
-            eps = s.get("edges_per_s")
-            gbs = s.get("gb_per_s")
-            rows.append((st.name, st.status, f"{st.seconds:.1f}",
-                         f"{eps / 1e6:.2f}M" if eps else "",
-                         f"{gbs:.2f}" if gbs else "",
-                         format_size(st.peak_anon_bytes) if st.peak_anon_bytes else ""))
-        total = time.perf_counter() - self.t0
-        return _table(rows) + f"\ntotal {total:.1f} s (budget {format_size(self.budget_bytes)})"
+        return summary_table(self.steps, time.perf_counter() - self.t0, self.budget_bytes)
 
     def plan_text(self) -> str:
         """What a run would do (for ``--dry-run``): each step with its declared plan."""
-        rows = [("step", "status", "plan")]
-        for st in self.steps:
-            info = ", ".join(f"{k}={_fmt(k, v)}" for k, v in st.plan.items())
-            rows.append((st.name, "done" if self.done(st.name) else "todo", info))
-        need = sum(int(st.plan.get("disk_bytes", 0)) for st in self.steps
-                   if not self.done(st.name))
         free = free_disk_bytes(self.loc.root) if self.loc.is_local else None
-        tail = (f"\ndisk needed ~{format_size(need)}"
-                + (f", free {format_size(free)}" if free is not None else "")
-                + f"; memory budget {format_size(self.budget_bytes)}")
-        return _table(rows) + tail
-
-
-def _fmt(key: str, v) -> str:
-    if isinstance(v, int) and key.endswith("bytes"):
-        return format_size(v)
-    return str(v)
-
-
-def _table(rows: list[tuple]) -> str:
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
-
-
-def _jsonable(obj):
-    """Plain JSON types (NumPy scalars and tuples converted)."""
-    import numpy as np
-
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.dtype):
-        return obj.name
-    if isinstance(obj, (os.PathLike,)):
-        return os.fspath(obj)
-    return obj
+        return plan_table(self.steps, self.done, free, self.budget_bytes)

@@ -4,8 +4,7 @@ The format (documented in ``docs/preprocess.md``) is in the spirit of GraphBolt'
 ``metadata.yaml``: node types with counts or id files, edge files per relation, features,
 labels, values and splits. Paths are relative to the spec file. :func:`load_spec` checks the
 whole spec (and that every file exists) before anything is written; running it
-(``featurestore preprocess spec``) is :func:`preprocess.jobs.spec_steps.run_spec`, also importable
-from here.
+(``featurestore preprocess spec``) is :func:`preprocess.jobs.spec_steps.run_spec`.
 """
 
 from __future__ import annotations
@@ -341,11 +340,3 @@ def load_spec(path: str | os.PathLike, *, urls: bool = False) -> DatasetSpec:
                        bool(opts.get("drop_self_loops", False)),
                        bool(opts.get("sort_neighbors", True)), raw)
 
-
-def __getattr__(name: str):
-    """``run_spec`` lives in :mod:`preprocess.jobs.spec_steps`; still importable from here."""
-    if name == "run_spec":
-        from preprocess.jobs.spec_steps import run_spec
-
-        return run_spec
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

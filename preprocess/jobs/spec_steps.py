@@ -17,16 +17,20 @@ from typing import Any
 
 import numpy as np
 
+import preprocess.dask.renumber as dren
 from preprocess.dask.run import check_shared_scratch
 from preprocess.errors import BadInputError, SpecError
 from preprocess.jobs.edges import max_id
 from preprocess.jobs.job import Job, StepContext, StepDef
 from preprocess.jobs.spec import REORDERS, DatasetSpec, EdgeSpec, FileRef, load_spec
-from preprocess.sources.edges import EdgeSource, concat, open_edges
+from preprocess.jobs.variants import build_csc, write_features
+from preprocess.sources.base import EdgeSource, concat
+from preprocess.sources.dispatch import open_edges
+from preprocess.sources.features import FeatureSource
 from preprocess.sources.remote import is_remote, remote_input_record
-from preprocess.steps.csc import build_csc, plan_csc, reverse_etype
+from preprocess.steps.csc import plan_csc, reverse_etype
 from preprocess.steps.diskmap import map_file, open_npy
-from preprocess.steps.features import FeatureSource, write_features, write_values
+from preprocess.steps.features import write_values
 from preprocess.steps.renumber import (
     IdMap,
     IdMapper,
@@ -162,10 +166,8 @@ def _degrees(ctx: SpecContext, nt: str) -> np.ndarray:
     deg = (np.zeros(n, np.int64) if 8 * n <= ctx.budget_bytes // 4 else open_npy(
         ctx.rank_path(nt, "deg"), mode="w+", dtype=np.int64, shape=(n,)))
     if ctx.dask is not None:  # the lookups and counts per edge block as Dask tasks
-        from preprocess.dask.renumber import count_degrees_dask
-
         m = ctx.mapper(nt, ranked=False)
-        count_degrees_dask(ctx.dask, deg, [
+        dren.count_degrees_dask(ctx.dask, deg, [
             (_edge_source(e), "destination" if side == 2 else "source", m)
             for e in ctx.spec.edges for side in _degree_sides(e, nt)])
         return deg
@@ -262,9 +264,7 @@ def _map_edges(ctx: SpecContext, e: EdgeSpec) -> dict:
     os.makedirs(os.path.dirname(epath), exist_ok=True)
     src = MappedEdges(_edge_source(e), ctx.mapper(e.etype[0]), ctx.mapper(e.etype[2]))
     if ctx.dask is not None:  # edge blocks mapped and written by the workers: the same file
-        from preprocess.dask.renumber import materialize_edges_dask
-
-        s = materialize_edges_dask(ctx.dask, src, epath, progress=ctx.progress)
+        s = dren.materialize_edges_dask(ctx.dask, src, epath, progress=ctx.progress)
     else:
         s = materialize_edges(src, epath)
     return {"edges": s.num_edges}

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 import featurestore as fs
-from preprocess.steps.csc import build_csc, reverse_etype
-from preprocess.sources.edges import from_npy, load_npy
-from preprocess.steps.features import FeatureSource, write_features
+from preprocess.jobs.variants import build_csc, write_features
+from preprocess.sources.features import FeatureSource
+from preprocess.sources.npy import from_npy, load_npy
+from preprocess.steps.csc import reverse_etype
 from preprocess.jobs.paths import local_input
 
 from preprocess.dask.run import check_shared_scratch

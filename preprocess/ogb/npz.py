@@ -139,9 +139,11 @@ class NpzMember:
 class NpzArchive:
     """An ``.npz`` file opened for out-of-core member access.
 
-    >>> arc = NpzArchive("raw/data.npz")
-    >>> arc["node_feat"].memmap()          # stored member: zero-copy  # doctest: +SKIP
-    >>> for blk in arc["node_feat"].iter_rows(65536): ...           # doctest: +SKIP
+    Example::
+
+        arc = NpzArchive("raw/data.npz")
+        arc["node_feat"].memmap()          # stored member: zero-copy
+        for blk in arc["node_feat"].iter_rows(65536): ...
     """
 
     def __init__(self, path: str | os.PathLike):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from preprocess.steps.csc import build_csc
-from preprocess.sources.edges import from_arrays
+from preprocess.sources.base import from_arrays
 
 from preprocess.jobs.job import Job, StepContext, StepDef
 

@@ -39,19 +39,16 @@ from featurestore.format.names import EdgeType
 from featurestore.remote.location import Location
 
 from preprocess.steps import kernels as K
-from preprocess.sources.edges import ArraySource, EdgeSource, _Reversed, as_int64_ids, concat
+from preprocess.sources.base import EdgeSource, concat
 from preprocess.steps.diskmap import map_file
 from preprocess.errors import (BadInputError, BudgetTooSmallError, IdsOutOfRangeInputError,
                      NotEnoughDiskError)
 from preprocess.steps.memory import PeakMemory, format_size, free_disk_bytes
 from preprocess.progress import bar
 
-__all__ = ["build_csc", "coo_to_csc", "CscPlan", "plan_csc", "reverse_etype"]
+__all__ = ["build_csc", "coo_to_csc", "CscPlan", "CscPasses", "plan_csc", "reverse_etype"]
 
 log = logging.getLogger(__name__)
-
-#: Dask key prefix of the histogram tasks (tests count them).
-HIST_TASK_PREFIX = "csc-histogram"
 
 #: smallest and largest input block (edges) the budget may choose.
 MIN_BLOCK_EDGES = 1 << 16
@@ -176,7 +173,7 @@ def _histogram(source: EdgeSource, plan: CscPlan, hist: np.ndarray, drop_self_lo
                 bad = K.histogram_block(s, d, plan.num_src, plan.num_dst, plan.hist_shift, hist,
                                         drop_self_loops)
                 if bad >= 0:
-                    _raise_range(part, s, d, bad, at, plan)
+                    raise_out_of_range(part, s, d, bad, at, plan)
                 at += s.shape[0]
                 nbytes += s.nbytes + d.nbytes
                 pb.update(s.shape[0])
@@ -184,71 +181,8 @@ def _histogram(source: EdgeSource, plan: CscPlan, hist: np.ndarray, drop_self_lo
     return edges_in, nbytes
 
 
-def _block_tasks(source: EdgeSource, block_edges: int) -> list[tuple] | None:
-    """``(part, lo, hi)`` per block of the histogram's Dask tasks (``lo`` None: the whole
-    part, a parquet or CSV file); None when a part is not file-backed (its arrays would travel
-    with every task)."""
-    out = []
-    for part in source.parts():
-        if not part.inputs():
-            return None
-        inner = part.inner if isinstance(part, _Reversed) else part
-        if isinstance(inner, ArraySource):
-            n = inner.num_edges
-            out += [(part, lo, min(n, lo + block_edges)) for lo in range(0, n, block_edges)]
-        else:
-            out.append((part, None, None))
-    return out
-
-
-def _hist_task(part: EdgeSource, lo, hi, plan: CscPlan, nh: int,
-               drop_self_loops: bool) -> tuple[np.ndarray, int, int]:
-    """One block's (or part's) histogram in a worker: (counts per bucket, edges, bytes read);
-    an id out of range raises the single-process job's error (same edge number)."""
-    hist = np.zeros(nh, np.int64)
-    if lo is None:
-        blocks, at = part.iter_blocks(plan.block_edges), 0
-    else:
-        inner = part.inner if isinstance(part, _Reversed) else part
-        s = as_int64_ids(inner.src[lo:hi], inner.name, "source", lo)
-        d = as_int64_ids(inner.dst[lo:hi], inner.name, "destination", lo)
-        blocks, at = iter([(d, s) if inner is not part else (s, d)]), lo
-    edges = nbytes = 0
-    for s, d in blocks:
-        bad = K.histogram_block(s, d, plan.num_src, plan.num_dst, plan.hist_shift, hist,
-                                drop_self_loops)
-        if bad >= 0:
-            _raise_range(part, s, d, bad, at, plan)
-        at += s.shape[0]
-        edges += s.shape[0]
-        nbytes += s.nbytes + d.nbytes
-    return hist, edges, nbytes
-
-
-def _histogram_dask(client, tasks: list[tuple], plan: CscPlan, hist: np.ndarray,
-                    drop_self_loops: bool, progress: bool, what: str) -> tuple[int, int]:
-    """:func:`_histogram` with one Dask task per input block; the driver adds the counts
-    (in block order, so the first bad block's error is the one raised)."""
-    tag = os.urandom(4).hex()
-    futures = [client.submit(_hist_task, part, lo, hi, plan, hist.shape[0], drop_self_loops,
-                             key=f"{HIST_TASK_PREFIX}-{tag}-{i}", pure=False)
-               for i, (part, lo, hi) in enumerate(tasks)]
-    edges_in = nbytes = 0
-    try:
-        with bar(len(futures), f"{what}: histogram (dask)", progress, unit="block") as pb:
-            for fut in futures:
-                h, e, b = fut.result()
-                hist += h
-                edges_in += e
-                nbytes += b
-                pb.update(1)
-    except BaseException:
-        client.cancel(futures)
-        raise
-    return edges_in, nbytes
-
-
-def _raise_range(part: EdgeSource, s, d, i: int, at: int, plan: CscPlan):
+def raise_out_of_range(part: EdgeSource, s, d, i: int, at: int, plan: CscPlan):
+    """:class:`IdsOutOfRangeInputError` for edge ``i`` of a block at edge ``at`` of ``part``."""
     sv, dv = int(s[i]), int(d[i])
     if not 0 <= sv < plan.num_src:
         what, v, n = "source", sv, plan.num_src
@@ -412,8 +346,8 @@ def _iter_ranges(rs: _Ranges, counts: np.ndarray, *, scratch: _Scratch, stats: d
             yield _sort_range(rs, r, counts[lo + 1:hi + 1], scratch, stats, pb.update, what)
 
 
-def _range_task(rs: _Ranges, r: int, scratch_dir: str, what: str) -> dict:
-    """Sort range ``r`` in a worker: its indices and counts go to files in ``scratch_dir``
+def sort_range_files(rs: _Ranges, r: int, scratch_dir: str, what: str) -> dict:
+    """Sort range ``r`` (in a worker): its indices and counts go to files in ``scratch_dir``
     (shared storage); returns their paths and the statistics."""
     scratch = _Scratch(None)
     scratch.path = scratch_dir  # the driver's directory: the driver removes it
@@ -428,33 +362,29 @@ def _range_task(rs: _Ranges, r: int, scratch_dir: str, what: str) -> dict:
     return {"indices": paths[0], "counts": paths[1], "edges": int(out.shape[0]), **stats}
 
 
-def _iter_ranges_dask(client, rs: _Ranges, counts: np.ndarray, *, scratch: _Scratch,
-                      stats: dict, progress: bool, what: str):
-    """:func:`_iter_ranges` with the ranges sorted as Dask tasks (``client``: a
-    ``distributed.Client``); slices come back in range order, so the output is the same."""
-    from distributed import as_completed
+class CscPasses:
+    """How a conversion runs the two passes that scale with its input: here, in this process.
 
-    scratch_dir = os.path.dirname(scratch.file("indices.bin"))
-    futures = [client.submit(_range_task, rs, r, scratch_dir, what, pure=False)
-               for r in range(len(rs))]
-    with bar(len(rs), f"{what}: ranges (dask)", progress, unit="range") as pb:
-        for _ in as_completed(futures):
-            pb.update(1)
-    for r, fut in enumerate(futures):
-        res = fut.result()
-        for k in ("bytes_read", "partition_seconds", "finish_seconds"):
-            stats[k] += res[k]
-        lo, hi = rs.dst_range(r)
-        counts[lo + 1:hi + 1] = np.fromfile(res["counts"], dtype=np.int64)
-        yield np.fromfile(res["indices"], dtype=rs.plan.index_dtype)
-        os.remove(res["indices"])
-        os.remove(res["counts"])
+    :func:`coo_to_csc` calls :meth:`histogram` then :meth:`sorted_ranges`; the Dask variant
+    (:class:`preprocess.dask.csc.DaskCscPasses`) runs them as tasks, with the same result.
+    """
+
+    def histogram(self, source: EdgeSource, plan: CscPlan, hist: np.ndarray,
+                  drop_self_loops: bool, progress: bool, what: str) -> tuple[int, int]:
+        """Check the ids and count edges per histogram bucket: (edges, bytes read)."""
+        return _histogram(source, plan, hist, drop_self_loops, progress, what)
+
+    def sorted_ranges(self, rs: _Ranges, counts: np.ndarray, *, scratch: _Scratch, stats: dict,
+                      progress: bool, what: str):
+        """Each destination range's slice of ``indices``, in order (see :func:`_iter_ranges`)."""
+        return _iter_ranges(rs, counts, scratch=scratch, stats=stats, progress=progress,
+                            what=what)
 
 
 def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, indices_out,
                coalesce: bool = False, drop_self_loops: bool = False, sort_neighbors: bool = True,
                budget_bytes: int = 1 << 30, tmpdir=None, progress: bool = True,
-               what: str = "csc", dask=None) -> dict:
+               what: str = "csc", passes: CscPasses | None = None) -> dict:
     """Convert ``source`` to CSC, streaming the result into two sinks.
 
     ``indptr_out(indptr)`` is called once with the final ``indptr`` (an array or memory map
@@ -463,9 +393,10 @@ def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, in
     tests pass plain collectors. Returns the statistics of :func:`build_csc`.
 
     Without ``sort_neighbors`` (and without ``coalesce``) the order of the sources within a
-    destination is unspecified. With ``dask`` (a ``distributed.Client``) and more than one
-    destination range, the ranges are sorted as Dask tasks, each in its own memory budget,
-    exchanging files through ``tmpdir`` (which every worker must see); the result is the same.
+    destination is unspecified. ``passes`` runs the histogram and the range sorts (by default
+    in this process; :class:`preprocess.dask.csc.DaskCscPasses` runs them as Dask tasks, each
+    range in its own memory budget, exchanging files through ``tmpdir``, which every worker
+    must then see); the result is the same.
     """
     t0 = time.perf_counter()
     if num_src < 0 or num_dst < 0:
@@ -478,10 +409,9 @@ def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, in
         with PeakMemory() as mem:
             nh = -(-num_dst >> plan.hist_shift) if num_dst else 0
             cum = np.zeros(nh + 1, np.int64)
-            tasks = _block_tasks(source, plan.block_edges) if dask is not None else None
-            edges_in, nbytes = (
-                _histogram_dask(dask, tasks, plan, cum[1:], drop_self_loops, progress, what)
-                if tasks else _histogram(source, plan, cum[1:], drop_self_loops, progress, what))
+            passes = passes if passes is not None else CscPasses()
+            edges_in, nbytes = passes.histogram(source, plan, cum[1:], drop_self_loops,
+                                                progress, what)
             np.cumsum(cum, out=cum)
             stats.update(edges_in=edges_in, bytes_read=nbytes, passes=1)
             t_hist = time.perf_counter()
@@ -495,8 +425,7 @@ def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, in
                          drop_self_loops=drop_self_loops, scratch=scratch, stats=stats,
                          progress=progress, what=what)
             kw = dict(scratch=scratch, stats=stats, progress=progress, what=what)
-            outs = (_iter_ranges_dask(dask, rs, indptr, **kw) if dask is not None and len(rs) > 1
-                    else _iter_ranges(rs, indptr, **kw))
+            outs = passes.sorted_ranges(rs, indptr, **kw)
             with open(tmp_path, "wb") as f:
                 for out in outs:
                     f.write(memoryview(np.ascontiguousarray(out)).cast("B"))
@@ -540,7 +469,7 @@ def _check_free(writer, et: EdgeType, need: int) -> None:
 def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int, num_dst: int,
               coalesce: bool = False, drop_self_loops: bool = False, symmetrize: bool = False,
               sort_neighbors: bool = True, budget_bytes: int = 1 << 30, tmpdir=None,
-              progress: bool = True, dask=None) -> dict:
+              progress: bool = True, passes: CscPasses | None = None) -> dict:
     """Write edge type ``etype`` into ``writer`` (a :class:`featurestore.StoreWriter`) as CSC.
 
     Parameters
@@ -571,9 +500,11 @@ def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int,
         edges, indptr past a sixteenth of the budget); the system's temp directory by default.
     progress
         Show tqdm bars.
-    dask
-        A ``distributed.Client``: sort the destination ranges as Dask tasks (see
-        :func:`coo_to_csc`); ``tmpdir`` must be storage every worker sees.
+    passes
+        Who runs the passes over the input (see :func:`coo_to_csc`): this process by default;
+        :class:`preprocess.dask.csc.DaskCscPasses` for Dask tasks (``tmpdir`` must then be
+        storage every worker sees). A job picks one through
+        :func:`preprocess.jobs.variants.build_csc`.
 
     Returns
     -------
@@ -610,7 +541,7 @@ def build_csc(writer, etype: Sequence[str], source: EdgeSource, *, num_src: int,
                        indices_out=indices_out, coalesce=coalesce,
                        drop_self_loops=drop_self_loops, sort_neighbors=sort_neighbors,
                        budget_bytes=budget_bytes, tmpdir=tmpdir, progress=progress,
-                       what=et.key(), dask=dask)
+                       what=et.key(), passes=passes)
     log.info("%s: %d edges in, %d out, %.1f s, %.2fM edges/s, %d passes, peak %s", et.key(),
              stats["edges_in"], stats["edges_out"], stats["seconds"],
              stats["edges_per_s"] / 1e6, stats["passes"], format_size(stats["peak_anon_bytes"]))

@@ -18,253 +18,27 @@ whatever the order).
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import logging
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import numpy as np
 
-from preprocess.steps.kernels import f32_to_f16
-from preprocess.sources.edges import load_npy
-from preprocess.sources.remote import is_remote, open_remote_npy
-from preprocess.steps.diskmap import map_file
-from preprocess.errors import BadInputError, InputNotFoundError
-from preprocess.steps.memory import PeakMemory
+from preprocess.errors import BadInputError
 from preprocess.progress import bar
+from preprocess.sources.features import FeatureSource
+from preprocess.steps.cast import cast_block
+from preprocess.steps.diskmap import map_file
+from preprocess.steps.memory import PeakMemory
 
-__all__ = ["FeatureSource", "write_features", "permuted_blocks", "write_values"]
+__all__ = ["FeatureSource", "write_features", "check_feature_rows", "permuted_blocks",
+           "write_values"]
 
 log = logging.getLogger(__name__)
-
-
-class FeatureSource(abc.ABC):
-    """A re-iterable stream of feature rows.
-
-    Attributes
-    ----------
-    name
-        The file, for messages.
-    num_rows, row_shape, dtype
-        Shape ``(num_rows, *row_shape)`` and dtype of the matrix.
-    """
-
-    name: str
-    num_rows: int
-    row_shape: tuple[int, ...]
-    dtype: np.dtype
-
-    @property
-    def row_bytes(self) -> int:
-        """Bytes of one row."""
-        return int(np.prod(self.row_shape, dtype=np.int64)) * self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of all rows."""
-        return self.num_rows * self.row_bytes
-
-    @abc.abstractmethod
-    def iter_blocks(self, rows: int) -> Iterator[np.ndarray]:
-        """Row blocks in order, at most ``rows`` rows each."""
-
-    def array(self) -> np.ndarray | None:
-        """The matrix as an array or memory map when it has one (random access), else None."""
-        return None
-
-    def inputs(self) -> list[str]:
-        """The input files (for the job's manifest)."""
-        return []
-
-    # -- constructors -------------------------------------------------------------------
-    @staticmethod
-    def from_array(arr, name: str = "<array>") -> FeatureSource:
-        """A source over an in-memory array (or array-like)."""
-        return ArrayFeatures(np.asarray(arr) if not isinstance(arr, np.ndarray) else arr, name)
-
-    @staticmethod
-    def from_npy(path) -> FeatureSource:
-        """A source over a ``.npy`` file (memory-mapped; an fsspec URL: read by byte range)."""
-        if is_remote(path):
-            return RemoteFeatures(os.fspath(path))
-        return ArrayFeatures(load_npy(path, "feature matrix"), os.fspath(path), [os.fspath(path)])
-
-    @staticmethod
-    def from_parquet(path, columns) -> FeatureSource:
-        """A source over parquet column(s) (one list column, or scalar columns)."""
-        return ParquetFeatures(path, columns)
-
-
-class ArrayFeatures(FeatureSource):
-    """An in-memory array or a memory-mapped ``.npy``."""
-
-    def __init__(self, arr: np.ndarray, name: str, files: Sequence[str] = ()):
-        if arr.ndim < 1:
-            raise BadInputError(f"Expected a feature matrix with rows in {name}. "
-                                f"Got a scalar instead.")
-        if arr.dtype.kind not in "fiub":
-            raise BadInputError(f"Expected numeric features in {name}. Got {arr.dtype} instead.")
-        self.arr = arr
-        self.name = name
-        self.num_rows = int(arr.shape[0])
-        self.row_shape = tuple(int(x) for x in arr.shape[1:])
-        self.dtype = arr.dtype
-        self._files = list(files)
-
-    def iter_blocks(self, rows):
-        for lo in range(0, self.num_rows, rows):
-            yield self.arr[lo:lo + rows]
-
-    def array(self):
-        return self.arr
-
-    def inputs(self):
-        return list(self._files)
-
-
-class RemoteFeatures(FeatureSource):
-    """A ``.npy`` on an fsspec URL: header read here, rows fetched by byte range per block
-    (:class:`~preprocess.sources.remote.RemoteArray`, which the Dask feature tasks reopen)."""
-
-    def __init__(self, url: str):
-        self.remote = open_remote_npy(url, "feature matrix")
-        dtype = np.dtype(self.remote.dtype)
-        if not self.remote.shape:
-            raise BadInputError(f"Expected a feature matrix with rows in {url}. "
-                                "Got a scalar instead.")
-        if dtype.kind not in "fiub":
-            raise BadInputError(f"Expected numeric features in {url}. Got {dtype} instead.")
-        self.name = url
-        self.num_rows = int(self.remote.shape[0])
-        self.row_shape = tuple(int(x) for x in self.remote.shape[1:])
-        self.dtype = dtype
-
-    def iter_blocks(self, rows):
-        for lo in range(0, self.num_rows, rows):
-            yield self.remote[lo:lo + rows]
-
-    def inputs(self):
-        return [self.name]
-
-
-class ParquetFeatures(FeatureSource):
-    """A list/fixed-size-list column, or several numeric columns stacked, of a parquet file."""
-
-    def __init__(self, path, columns):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        self.path = os.fspath(path)
-        if not os.path.exists(self.path):
-            raise InputNotFoundError(f"Expected a feature file at {self.path}. Nothing is there.")
-        self.name = self.path
-        self.columns = [columns] if isinstance(columns, str) else list(columns)
-        try:
-            f = pq.ParquetFile(self.path)
-        except Exception as e:
-            raise BadInputError(f"Expected a readable parquet file at {self.path}: {e}") from e
-        schema = f.schema_arrow
-        for c in self.columns:
-            if c not in schema.names:
-                raise BadInputError(f"Expected a column {c!r} in {self.path}. "
-                                    f"Its columns are {schema.names}.")
-        self.num_rows = int(f.metadata.num_rows)
-        types = [schema.field(c).type for c in self.columns]
-        if len(self.columns) == 1 and (pa.types.is_list(types[0])
-                                       or pa.types.is_large_list(types[0])
-                                       or pa.types.is_fixed_size_list(types[0])):
-            self.listed = True
-            value_type = types[0].value_type
-            if pa.types.is_fixed_size_list(types[0]):
-                dim = types[0].list_size
-            else:  # a list column: its first row says the width, every row is checked
-                first = next(f.iter_batches(batch_size=1, columns=self.columns), None)
-                dim = len(first.column(0)[0]) if first is not None and first.num_rows else 0
-            self.row_shape = (int(dim),)
-        else:
-            for c, t in zip(self.columns, types):
-                if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-                    raise BadInputError(f"Expected a numeric or list column {c!r} in "
-                                        f"{self.path}. Got {t} instead.")
-            self.listed = False
-            value_type = types[0]
-            self.row_shape = (len(self.columns),) if len(self.columns) > 1 else ()
-        try:
-            self.dtype = np.dtype(value_type.to_pandas_dtype())
-        except (NotImplementedError, TypeError) as e:
-            raise BadInputError(f"Expected numeric feature values in {self.path}. "
-                                f"Got {value_type} instead.") from e
-
-    def _block(self, batch, at: int) -> np.ndarray:
-        import pyarrow.compute as pc
-
-        cols = [batch.column(i) for i in range(batch.num_columns)]
-        for c, name in zip(cols, self.columns):
-            if c.null_count:
-                raise BadInputError(f"Expected no null feature rows in {self.path} (column "
-                                    f"{name!r}). Got {c.null_count} in the rows from {at}.")
-        if self.listed:
-            col = cols[0]
-            dim = self.row_shape[0]
-            lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
-            bad = np.flatnonzero(lengths != dim)
-            if bad.size:
-                raise BadInputError(f"Expected lists of {dim} values in {self.path} (column "
-                                    f"{self.columns[0]!r}). Got {lengths[bad[0]]} at row "
-                                    f"{at + int(bad[0])}.")
-            vals = col.flatten()
-            if vals.null_count:
-                raise BadInputError(f"Expected no null feature values in {self.path}. Got "
-                                    f"{vals.null_count} in the rows from {at}.")
-            return vals.to_numpy(zero_copy_only=False).astype(self.dtype, copy=False) \
-                .reshape(-1, dim)
-        arrs = [c.to_numpy(zero_copy_only=False).astype(self.dtype, copy=False) for c in cols]
-        return arrs[0] if not self.row_shape else np.stack(arrs, axis=1)
-
-    def iter_blocks(self, rows):
-        import pyarrow.parquet as pq
-
-        at = 0
-        try:
-            f = pq.ParquetFile(self.path)
-            for batch in f.iter_batches(batch_size=rows, columns=self.columns):
-                yield self._block(batch, at)
-                at += batch.num_rows
-        except (OSError, ValueError) as e:
-            if isinstance(e, BadInputError):
-                raise
-            raise BadInputError(f"Expected a readable parquet file at {self.path}: {e}") from e
-
-    def inputs(self):
-        return [self.path]
-
-
-# -- casting -----------------------------------------------------------------------------
-def _cast(block: np.ndarray, dtype: np.dtype, name: str, state: dict) -> np.ndarray:
-    """Cast a block, counting values a float downcast turns into inf (fp16 tops at 65504)."""
-    if block.dtype == dtype:
-        return block
-    if dtype.kind not in "fiub":
-        raise BadInputError(f"Expected a numeric target dtype for {name}. Got {dtype}.")
-    if block.dtype.kind == "f" and dtype.kind in "iub":
-        raise BadInputError(f"Expected a float dtype to cast the float features of {name} to. "
-                            f"Got {dtype}: casting would truncate.")
-    if block.dtype == np.float32 and dtype == np.float16:  # the common case, 2-3x numpy
-        src = np.ascontiguousarray(block)
-        out = np.empty(src.shape, np.float16)
-        over = f32_to_f16(src.reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint16))
-        state["overflow"] = state.get("overflow", 0) + int(over)
-        return out
-    with np.errstate(over="ignore"):  # overflows are counted and logged instead
-        out = block.astype(dtype)
-    if dtype.kind == "f" and dtype.itemsize < block.dtype.itemsize:
-        over = int(np.count_nonzero(np.isinf(out))) - int(np.count_nonzero(np.isinf(block)))
-        state["overflow"] = state.get("overflow", 0) + over
-    return out
 
 
 # -- permutation -------------------------------------------------------------------------
@@ -371,18 +145,9 @@ def _float_labels(b: np.ndarray, name: str, at: int) -> np.ndarray:
 
 
 # -- writing -------------------------------------------------------------------------------
-def write_features(writer, ntype: str, name: str, source: FeatureSource, *, dtype=None,
-                   perm: np.ndarray | None = None, budget_bytes: int = 1 << 30, tmpdir=None,
-                   compressors=None, progress: bool = True, dask=None) -> dict:
-    """Stream ``source`` into feature ``name`` of ``ntype`` (cast, and permuted by ``perm``).
-
-    Returns ``seconds``, ``bytes_read``, ``bytes_written``, ``rows_per_s``, ``gb_per_s``,
-    ``peak_anon_bytes`` and ``overflow`` (values a float downcast made infinite; logged).
-    With ``dask`` (a ``distributed.Client``) the row blocks are Dask tasks
-    (:mod:`preprocess.dask.features`; ``tmpdir`` must then be shared by the workers when the
-    store is remote) when the source is a memory-mapped ``.npy``; the store is the same.
-    """
-    t0 = time.perf_counter()
+def check_feature_rows(writer, ntype: str, name: str, source: FeatureSource) -> int:
+    """The node count of ``ntype``, which ``source`` must match as a 2-D matrix; else
+    :class:`BadInputError` (what :func:`write_features` and its Dask variant check first)."""
     n = writer.schema["node_types"].get(ntype, {}).get("num_nodes")
     if n is None:
         raise BadInputError(f"Expected node type {ntype!r} added to {writer.url} before its "
@@ -393,16 +158,23 @@ def write_features(writer, ntype: str, name: str, source: FeatureSource, *, dtyp
     if not source.row_shape:
         raise BadInputError(f"Expected a 2-D feature matrix in {source.name}. Got a 1-D array: "
                             "store it as values (labels, years) instead.")
-    dtype = np.dtype(dtype) if dtype is not None else source.dtype
-    if dask is not None and compressors is None:
-        from preprocess.dask.features import dask_feature_source, write_features_dask
+    return n
 
-        src_file, perm_file, why = dask_feature_source(source, perm)
-        if not why:
-            return write_features_dask(dask, writer, ntype, name, source, src=src_file,
-                                       perm=perm_file, dtype=dtype, budget_bytes=budget_bytes,
-                                       scratch=tmpdir, progress=progress)
-        log.info("%s/%s: written in this process, not as Dask tasks: %s", ntype, name, why)
+
+def write_features(writer, ntype: str, name: str, source: FeatureSource, *, dtype=None,
+                   perm: np.ndarray | None = None, budget_bytes: int = 1 << 30, tmpdir=None,
+                   compressors=None, progress: bool = True) -> dict:
+    """Stream ``source`` into feature ``name`` of ``ntype`` (cast, and permuted by ``perm``).
+
+    Returns ``seconds``, ``bytes_read``, ``bytes_written``, ``rows_per_s``, ``gb_per_s``,
+    ``peak_anon_bytes`` and ``overflow`` (values a float downcast made infinite; logged).
+    Its Dask variant (the row blocks as Dask tasks) is
+    :func:`preprocess.dask.features.write_features_dask`; a job picks one through
+    :func:`preprocess.jobs.variants.write_features`.
+    """
+    t0 = time.perf_counter()
+    n = check_feature_rows(writer, ntype, name, source)
+    dtype = np.dtype(dtype) if dtype is not None else source.dtype
     state: dict = {}
     stats: dict = {"bytes_read": 0}
     out_row = int(np.prod(source.row_shape, dtype=np.int64)) * dtype.itemsize
@@ -410,7 +182,7 @@ def write_features(writer, ntype: str, name: str, source: FeatureSource, *, dtyp
     rows = min(rows, max(1, (256 << 20) // max(out_row, 1)))
 
     def cast(b):
-        return _cast(np.asarray(b), dtype, source.name, state)
+        return cast_block(np.asarray(b), dtype, source.name, state)
 
     with PeakMemory() as mem, bar(n, f"{ntype}/{name}", progress, unit="row") as pb:
         if perm is None:

@@ -264,7 +264,7 @@ def _half_bits(f):
 @numba.njit(nogil=True, parallel=True, cache=True)
 def f32_to_f16(src, dst):
     """float32 bits (``src``, uint32) to float16 bits (``dst``, uint16) exactly as NumPy's
-    ``astype(float16)`` (NumPy's own cast runs at ~0.5 GB/s here); returns how many finite
+    ``astype(float16)``, faster than NumPy's own cast (docs/benchmarks.md); returns how many finite
     values overflowed to inf."""
     over = 0
     for i in numba.prange(src.shape[0]):

@@ -2,43 +2,21 @@
 
 A budget is what a job may hold in anonymous memory (NumPy buffers, numba scratch); file
 pages reached through memory maps are page cache, which the kernel reclaims, and are not
-counted. :class:`PeakMemory` samples the process's anonymous resident memory (``RssAnon``),
-the figure ``../shared/tools/memcap`` reports as ``peak_anon``.
+counted. :class:`PeakMemory` samples the process's anonymous resident memory (``RssAnon``,
+:func:`featurestore.sysmem.rss_anon`), the figure ``../shared/tools/memcap`` reports as
+``peak_anon``. Sizes are read by :func:`featurestore.units.parse_size` (re-exported here): every
+unit is binary, ``"2GB" == "2GiB"``.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 
-from featurestore.units import format_size
+from featurestore.sysmem import rss_anon as anon_bytes
+from featurestore.units import format_size, parse_size
 
 __all__ = ["parse_size", "format_size", "PeakMemory", "anon_bytes", "free_disk_bytes"]
-
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def parse_size(text: str | int) -> int:
-    """``"2GiB"``, ``"512M"``, ``"1.5G"`` or an int (bytes) to bytes."""
-    if isinstance(text, int):
-        return text
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.I)
-    if not m:
-        raise ValueError(f"Expected a size such as 512MiB, 2GiB or 1.5G. Got {text!r} instead.")
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
-
-
-def anon_bytes() -> int:
-    """Anonymous resident memory of this process (``RssAnon``), 0 where /proc is missing."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def free_disk_bytes(path: str | os.PathLike) -> int:

@@ -30,7 +30,9 @@ import numba
 import numpy as np
 
 from preprocess.steps.diskmap import map_file, open_npy
-from preprocess.sources.edges import EdgeSource, as_int64_ids, load_npy
+from preprocess.sources.base import EdgeSource, as_int64_ids
+from preprocess.sources.csv import from_csv
+from preprocess.sources.npy import from_npy, load_npy
 from preprocess.errors import BadInputError, InputNotFoundError
 from preprocess.steps.idcheck import check_input_ids
 
@@ -134,8 +136,6 @@ def id_column_blocks(path, column=None, block: int = 1 << 22, *, header: bool = 
         except Exception as e:
             raise BadInputError(f"Expected a readable parquet file at {path}: {e}") from e
         return
-    from preprocess.sources.edges import from_csv
-
     src = from_csv(path, column if column is not None else 0, column if column is not None else 0,
                    header=header, delimiter=delimiter or ("\t" if ext == ".tsv" else ","))
     for s, _ in src.iter_raw(block):
@@ -486,8 +486,6 @@ def materialize_edges(source: EdgeSource, path: str, *, block_edges: int = 1 << 
                       dtype=np.int64) -> EdgeSource:
     """Write ``source`` (e.g. :class:`MappedEdges`) to a ``[2, E]`` ``.npy`` at ``path`` once,
     so that the CSC passes read plain ids; returns the file as a source."""
-    from preprocess.sources.edges import from_npy
-
     e = source.count_edges()
     tmp = path + ".partial"
     out = open_npy(tmp, mode="w+", dtype=dtype, shape=(2, e))

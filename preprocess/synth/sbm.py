@@ -312,10 +312,10 @@ def synth_sbm(root: str | os.PathLike, spec: SbmSpec | None = None, *,
     Existing files of the dataset are replaced; the spec file and ``meta.json`` are written
     last, so a dataset with a spec is complete.
 
-    Examples
-    --------
-    >>> synth_sbm("sbm", SbmSpec(nodes=200_000, blocks=20))
-    >>> # then: featurestore preprocess spec sbm/spec.yaml sbm.store
+    Example::
+
+        synth_sbm("sbm", SbmSpec(nodes=200_000, blocks=20))
+        # then: featurestore preprocess spec sbm/spec.yaml sbm.store
     """
     spec = spec or SbmSpec()
     root = os.path.abspath(os.fspath(root))

@@ -9,6 +9,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
+from benchmarks import cache_sim as sim
 from loaders.memory import trace as cp
 
 
@@ -154,10 +155,10 @@ def test_dynamic_policies_match_references(seed):
     t = cp.AccessTrace.from_batches(per_epoch, 40)
     batches = [list(map(int, b)) for e in per_epoch for b in e]
     for cap in CAPS:
-        assert cp.lru_hits(t.ids, t.batch_ptr, t.num_rows, cap).tolist() == ref_lru(batches, cap)
-        assert cp.sieve_hits(t.ids, t.batch_ptr, t.num_rows, cap).tolist() == \
+        assert sim.lru_hits(t.ids, t.batch_ptr, t.num_rows, cap).tolist() == ref_lru(batches, cap)
+        assert sim.sieve_hits(t.ids, t.batch_ptr, t.num_rows, cap).tolist() == \
             ref_sieve(batches, cap)
-        assert cp.clock_hits(t.ids, t.batch_ptr, t.num_rows, cap).tolist() == \
+        assert sim.clock_hits(t.ids, t.batch_ptr, t.num_rows, cap).tolist() == \
             ref_clock(batches, cap)
 
 
@@ -167,15 +168,15 @@ def test_belady_matches_reference(seed, window):
     per_epoch = random_trace(seed, epochs=2)
     t = cp.AccessTrace.from_batches(per_epoch, 40)
     batches = [list(map(int, b)) for e in per_epoch for b in e]
-    nxt = cp.next_use(t.ids, t.num_rows)
+    nxt = sim.next_use(t.ids, t.num_rows)
     for cap in CAPS:
-        got = cp.belady_hits(t.ids, t.batch_ptr, t.num_rows, cap, window, nxt).tolist()
+        got = sim.belady_hits(t.ids, t.batch_ptr, t.num_rows, cap, window, nxt).tolist()
         assert got == ref_belady(batches, cap, window), (cap, window)
 
 
 def test_next_use():
     ids = np.array([3, 1, 3, 2, 1, 3])
-    assert cp.next_use(ids, 4).tolist() == [2, 4, 5, 6, 6, 6]
+    assert sim.next_use(ids, 4).tolist() == [2, 4, 5, 6, 6, 6]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -185,7 +186,7 @@ def test_replay_static_policies_and_bounds(seed):
     rng = np.random.default_rng(seed)
     deg = rng.integers(0, 5, 60)
     caps = [0, 1, 3, 6, 12, 30, 60]
-    res = cp.replay(t, caps, degree=deg, window=2)
+    res = sim.replay(t, caps, degree=deg, window=2)
     assert res.measured_epochs == [1, 2]
     assert res.reads == [sum(len(b) for b in per_epoch[e]) for e in (1, 2)]
     first = [int(x) for b in per_epoch[0] for x in b]
@@ -217,10 +218,10 @@ def test_belady_whole_trace_bounds_every_policy(seed):
     t = cp.AccessTrace.from_batches(per_epoch, 50)
     deg = np.random.default_rng(seed).integers(0, 9, 50)
     caps = [1, 2, 5, 10, 25, 50]
-    res = cp.replay(t, caps, degree=deg, window=1)
+    res = sim.replay(t, caps, degree=deg, window=1)
     for k in caps:
         best = res.hits["belady"][k][0]
-        for p in cp.POLICIES:
+        for p in sim.REPLAY_POLICIES:
             assert best >= res.hits[p][k][0], (p, k)
         assert best <= res.reads[0]
     full = res.hit_rate("belady", 50)  # every row fits: every read after the first window hits
@@ -230,12 +231,12 @@ def test_belady_whole_trace_bounds_every_policy(seed):
 def test_replay_rejects_bad_arguments():
     t = cp.AccessTrace.from_batches(random_trace(0, epochs=1), 40)
     with pytest.raises(ValueError, match="presample_epochs"):
-        cp.replay(t, [4])
+        sim.replay(t, [4])
     t = cp.AccessTrace.from_batches(random_trace(0, epochs=2), 40)
     with pytest.raises(ValueError, match="degree"):
-        cp.replay(t, [4], policies=("degree-static",))
+        sim.replay(t, [4], policies=("degree-static",))
     with pytest.raises(ValueError, match="policies"):
-        cp.replay(t, [4], policies=("fifo",))
+        sim.replay(t, [4], policies=("fifo",))
 
 
 def test_replay_kernels_are_compiled():
@@ -245,7 +246,7 @@ def test_replay_kernels_are_compiled():
 
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 100, 50).astype(np.int32)
-    for fn in (cp.lru_hits, cp.sieve_hits, cp.clock_hits):
+    for fn in (sim.lru_hits, sim.sieve_hits, sim.clock_hits):
         assert isinstance(fn, CPUDispatcher), fn
         fn(ids, np.array([0, 25, 50]), 100, 10)
         assert fn.nopython_signatures, fn
@@ -271,11 +272,11 @@ def test_bench_cache_cli_end_to_end(tmp_path, capsys):
     # the report's hit rates are the replay of the same trace, recomputed here
     with fs.open_store(homo) as s:
         tr = cp.record_trace(s, ("node", "train"), [5, 3], batch_size=128, epochs=3)
-        res = cp.replay(tr, [150, 600], degree=cp.row_degree(s))
+        res = sim.replay(tr, [150, 600], degree=cp.row_degree(s))
     r0 = rep["results"][0]
     assert r0["batches_per_epoch"] == tr.epoch_ptr[1] == -(-600 // 128)
     got = {(row["policy"], row["capacity_rows"]): row["hit_rate"] for row in r0["table"]}
-    for p in cp.POLICIES:
+    for p in sim.REPLAY_POLICIES:
         for k in (150, 600):
             assert got[(p, k)] == pytest.approx(res.hit_rate(p, k))
     assert all(0 <= row["hit_rate"] <= 1 for r in rep["results"] for row in r["table"])

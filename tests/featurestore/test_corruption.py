@@ -21,7 +21,7 @@ import pytest
 import zarr
 
 import featurestore as fs
-from featurestore import store as reader_mod
+from featurestore import topology as reader_mod
 from featurestore.format.shard import MISSING
 from featurestore.cli import main as cli_main
 from featurestore.verify import verify_report, verify_store

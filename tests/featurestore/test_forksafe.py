@@ -161,7 +161,7 @@ def test_store_gathers_in_a_child_forked_while_its_locks_were_held(tmp_path):
     x = np.random.default_rng(2).standard_normal((100, 4)).astype(np.float32)
     s = fs.open_store(write_array_store(x, tmp_path / "s"))
     ids = np.array([9, 0, 99])
-    locks = [s._lock, s._gate]  # the store's own locks, held as its threads hold them
+    locks = [s._lock, s.gate._lock]  # the store's own locks, held as its threads hold them
     got = _held_during_fork(locks, _gather_in_child, s, ids)
     np.testing.assert_array_equal(np.asarray(got, np.float32), x[ids])
     s.close()
@@ -210,7 +210,7 @@ def test_close_in_a_child_forked_during_a_parent_gather(tmp_path):
     inside, done = threading.Event(), threading.Event()
 
     def read():
-        with s._using("a gather"):  # what a gather holds while it runs
+        with s.gate.using("a gather"):  # what a gather holds while it runs
             inside.set()
             done.wait(60)
 

@@ -107,7 +107,7 @@ def test_stalled_server_times_out_with_a_message(store_dir):
 
 
 def test_a_transient_failure_is_retried(store_dir, monkeypatch):
-    import featurestore.store as R
+    import featurestore.remote.retry as R
 
     with _served(store_dir.parent) as base, fs.open_store(f"{base}/{store_dir.name}") as st, \
             fs.open_store(store_dir) as local:

@@ -38,11 +38,28 @@ def run_capped(cap: str, code: str, timeout: int = 120) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("text,want", [
-    ("1.5GiB", 3 << 29), ("512M", 512 << 20), ("2G", 2 << 30), ("3GB", 3 * 10**9),
+    ("1.5GiB", 3 << 29), ("512M", 512 << 20), ("2G", 2 << 30), ("3GB", 3 << 30),
     ("100 MiB", 100 << 20), ("64k", 64 << 10), (12345, 12345), ("7", 7), ("1.5 gib", 3 << 29),
 ])
 def test_parse_size(text, want):
     assert parse_size(text) == want
+
+
+@pytest.mark.parametrize("text", ["2GB", "2GiB", "2G", "2gb", "2 GiB", 2 << 30])
+def test_gb_is_gib_for_memory_and_preprocess(text):
+    """One meaning of "GB" for every entry point: 2**30 bytes, as ``preprocess --memory``."""
+    from preprocess import parse_size as preprocess_parse_size
+
+    assert parse_size(text) == preprocess_parse_size(text) == 2 << 30
+
+
+@pytest.mark.parametrize("text", ["2GB", "2GiB"])
+def test_loader_memory_reads_gb_as_gib(homo_store, text):
+    from loaders import NeighborLoader
+
+    ld = NeighborLoader(homo_store, num_neighbors=[5, 3], input_nodes="train", batch_size=64,
+                        device="cpu", memory=text)
+    assert ld.plan.budget == 2 << 30 and ld.plan.budget_source == "memory= argument"
 
 
 @pytest.mark.parametrize("bad", ["lots", "-1G", "1.5XB", -5])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from loaders import NeighborLoader
-from loaders.loader.cast import cast_rows, resolve_dtype
+from loaders.memory.cast import cast_rows, resolve_dtype
 from loaders.memory.budget import MARGIN_MIN
 from loaders.memory.cache import FeatureCache
 from loaders.errors import LoaderArgumentError
@@ -20,7 +20,7 @@ from loaders.errors import LoaderArgumentError
 @pytest.mark.parametrize("n", [50, 40000])
 @pytest.mark.parametrize("parallel", [False, True])
 def test_cast_rows_matches_numpy(src, dst, n, parallel, monkeypatch):
-    import loaders.loader.cast as c
+    import loaders.memory.cast as c
 
     monkeypatch.setattr(c, "_PARALLEL_MIN_BYTES", 0 if parallel else 1 << 60)
     rng = np.random.default_rng(0)

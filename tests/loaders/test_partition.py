@@ -127,7 +127,7 @@ def test_errors(sbm):
 
 def test_store_split_names(tmp_path):
     import featurestore as fs
-    from preprocess.jobs.spec import run_spec
+    from preprocess.jobs.spec_steps import run_spec
     from preprocess.synth.sbm import synth_sbm
 
     res = synth_sbm(tmp_path / "ds", SbmSpec(2000, 4, 8.0, 1.0, dim=4), progress=False)

@@ -24,7 +24,7 @@ def write(self, block):
 
 _shard.ShardWriter.write = write
 
-from preprocess.jobs.spec import run_spec  # noqa: E402
+from preprocess.jobs.spec_steps import run_spec  # noqa: E402
 
 run_spec(spec, store, budget_bytes=16 << 20, progress=False)
 print("finished without being killed")

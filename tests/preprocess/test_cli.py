@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import featurestore as fs
 from featurestore.cli import build_parser, main
@@ -50,3 +51,12 @@ def test_other_jobs_can_add_commands():
     p = add_preprocess_command("extra-test-job", "a job added by another module")
     args = p.parse_args(["--memory", "1GiB", "--dry-run"])
     assert args.memory == "1GiB" and args.dry_run
+
+
+@pytest.mark.parametrize("text", ["2GB", "2GiB"])
+def test_memory_reads_gb_as_gib(text):
+    """``--memory 2GB`` is 2 GiB, as ``NeighborLoader(memory="2GB")`` reads it."""
+    from preprocess.cli import job_kwargs
+
+    args = build_parser().parse_args(["preprocess", "edges", "e.npy", "s", "--memory", text])
+    assert job_kwargs(args)["budget_bytes"] == 2 << 30

@@ -9,8 +9,10 @@ import pickle
 import numpy as np
 import pytest
 
+import preprocess.dask.csc as dcsc
+import preprocess.jobs.variants as variants
 import preprocess.steps.csc as csc
-from preprocess.sources.edges import from_npy
+from preprocess.sources import from_npy
 from preprocess.jobs.spec_steps import run_spec
 
 from pp_helpers import make_toy_dataset, store_snapshot
@@ -133,7 +135,7 @@ def _csc_of(source, **kw):
     def indices_out(blocks, n, dtype):
         got["indices"] = np.concatenate([np.array(b) for b in blocks] or [np.empty(0, dtype)])
 
-    stats = csc.coo_to_csc(source, indptr_out=lambda a: got.setdefault("indptr", np.array(a)),
+    stats = variants.coo_to_csc(source, indptr_out=lambda a: got.setdefault("indptr", np.array(a)),
                            indices_out=indices_out, progress=False, budget_bytes=16 << 20, **kw)
     return got["indptr"], got["indices"], stats
 
@@ -145,7 +147,7 @@ def test_histogram_blocks_as_tasks(tmp_path, monkeypatch):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from preprocess.sources.edges import concat, from_parquet
+    from preprocess.sources import concat, from_parquet
 
     real = csc.plan_csc
     monkeypatch.setattr(csc, "plan_csc", lambda *a, **kw: dataclasses.replace(
@@ -185,7 +187,7 @@ def test_histogram_blocks_as_tasks(tmp_path, monkeypatch):
     np.testing.assert_array_equal(idx, want_idx)
     assert stats["edges_in"] == 7100
     # 8 blocks of e1, 2 of e2 (reversed), the parquet file whole
-    assert len([t for t in ts.data if t["key"].startswith(csc.HIST_TASK_PREFIX)]) == 8 + 2 + 1
+    assert len([t for t in ts.data if t["key"].startswith(dcsc.HIST_TASK_PREFIX)]) == 8 + 2 + 1
 
 
 def test_remote_store_without_scratch_is_refused_before_it_is_touched(toy):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import preprocess.steps.csc as csc
-from preprocess.sources.edges import from_npy, open_edges
+from preprocess.sources import from_npy, open_edges
 from preprocess.jobs.edges import run_edges_job
 from preprocess.errors import BadInputError, InputNotFoundError
 from preprocess.sources.remote import open_remote_npy

@@ -73,7 +73,7 @@ def test_writer_on_a_full_disk_names_the_array(small_disk):
 
 JOB = """
 import sys
-from preprocess.jobs.spec import run_spec
+from preprocess.jobs.spec_steps import run_spec
 run_spec(sys.argv[1], sys.argv[2], budget_bytes=16 << 20, progress=False)
 """
 
@@ -90,7 +90,7 @@ def test_job_stops_with_a_named_error_then_resumes(small_disk, tmp_path):
     p = subprocess.run([sys.executable, "-c", JOB, spec, str(store)], env=env,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
-    from preprocess.jobs.spec import run_spec
+    from preprocess.jobs.spec_steps import run_spec
 
     run_spec(spec, tmp_path / "clean", budget_bytes=16 << 20, progress=False)
     assert store_snapshot(store) == store_snapshot(tmp_path / "clean")

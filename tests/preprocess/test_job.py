@@ -14,7 +14,7 @@ import featurestore as fs
 from preprocess import Job
 from preprocess.errors import ManifestMismatchError
 from preprocess.jobs.job import MANIFEST_KEY
-from preprocess.jobs.spec import run_spec
+from preprocess.jobs.spec_steps import run_spec
 
 from pp_helpers import make_toy_dataset, store_snapshot
 

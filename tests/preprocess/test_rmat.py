@@ -200,7 +200,7 @@ def test_output_does_not_depend_on_thread_count(tmp_path):
 
 def test_spec_ingests_into_the_expected_store(rmat_dir, tmp_path):
     import featurestore as fs
-    from preprocess.jobs.spec import run_spec
+    from preprocess.jobs.spec_steps import run_spec
 
     run_spec(rmat_dir / SPEC_NAME, tmp_path / "s.store", progress=False)
     s = fs.open_store(tmp_path / "s.store")

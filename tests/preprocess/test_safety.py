@@ -15,7 +15,8 @@ import featurestore as fs
 from featurestore.errors import FeatureStoreError, UnsafePathError
 from preprocess import Job
 from preprocess.errors import SpecError
-from preprocess.jobs.spec import load_spec, run_spec
+from preprocess.jobs.spec import load_spec
+from preprocess.jobs.spec_steps import run_spec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

@@ -93,7 +93,7 @@ def test_labels_and_features_carry_the_blocks(sbm_dir):
 
 def test_spec_ingests_into_a_store_with_the_same_graph(sbm_dir, tmp_path):
     import featurestore as fs
-    from preprocess.jobs.spec import run_spec
+    from preprocess.jobs.spec_steps import run_spec
 
     run_spec(sbm_dir / SPEC_NAME, tmp_path / "s.store", progress=False)
     e = np.load(sbm_dir / "edges.npy")

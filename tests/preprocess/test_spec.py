@@ -10,7 +10,8 @@ import pytest
 import featurestore as fs
 from preprocess.errors import InputNotFoundError, SpecError
 from preprocess.steps.renumber import string_keys
-from preprocess.jobs.spec import load_spec, run_spec
+from preprocess.jobs.spec import load_spec
+from preprocess.jobs.spec_steps import run_spec
 
 from pp_helpers import make_toy_dataset
 

@@ -1,4 +1,9 @@
-"""The demo's training step: a few mini-batches of a heterogeneous GraphSAGE through the loader."""
+"""The training step of ``featurestore demo``: a few mini-batches of a heterogeneous GraphSAGE
+through the loader.
+
+The demo (:mod:`preprocess.synth.demo`) sits below ``loaders`` and finds :func:`train_steps`
+as an entry point (``pyproject.toml``, group ``featurestore.demo_train``).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,16 @@ import numpy as np
 
 def train_steps(store_path: str, *, seed: int = 0, batches: int = 20, batch_size: int = 512,
                 fanouts=(10, 5), hidden: int = 64) -> list:
-    """Train ``batches`` mini-batches on ``paper`` labels; return the demo's step records."""
+    """Train ``batches`` mini-batches on ``paper`` labels; return the demo's step records.
+
+    Each record is a dict of the fields of :class:`preprocess.synth.demo.DemoStep`
+    (``name``, ``seconds``, ``amount``, ``unit``, ``detail``).
+    """
     import torch
     from torch_geometric.nn import SAGEConv, to_hetero
 
     import featurestore as fs
     from loaders import NeighborLoader
-    from preprocess.synth.demo import DemoStep
 
     torch.manual_seed(seed)
     store = fs.open_store(store_path)
@@ -60,8 +68,8 @@ def train_steps(store_path: str, *, seed: int = 0, batches: int = 20, batch_size
     dt = time.perf_counter() - t0
     del it
     store.close()
-    return [DemoStep("train", dt, seen, "seeds",
-                     f"{len(losses)} batches of hetero GraphSAGE {list(fanouts)}, "
-                     f"{edges / dt:,.0f} sampled edges/s, "
-                     f"loss {losses[0]:.2f} -> {losses[-1]:.2f}, "
-                     f"{wait / dt:.0%} of the time waiting on data")]
+    return [dict(name="train", seconds=dt, amount=seen, unit="seeds",
+                 detail=f"{len(losses)} batches of hetero GraphSAGE {list(fanouts)}, "
+                        f"{edges / dt:,.0f} sampled edges/s, "
+                        f"loss {losses[0]:.2f} -> {losses[-1]:.2f}, "
+                        f"{wait / dt:.0%} of the time waiting on data")]

@@ -1,7 +1,8 @@
 """``featurestore plan``: a front end to :func:`loaders.memory.plan.plan` with a device probe.
 
-It lives in ``benchmarks`` because it may measure the device (``benchmarks.device``) and it
-plans a loader (``loaders``): the one layer allowed to import both.
+The probe (:func:`featurestore.device.probe_device`) measures the store's device; the plan is
+the loader's own memory model. Added to the ``featurestore`` command line as an entry point
+(``pyproject.toml``, group ``featurestore.commands``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ __all__ = ["register"]
 
 
 def _cmd_plan(args) -> int:
-    from loaders.memory.budget import parse_size  # as NeighborLoader(memory=) reads sizes: GB = 1e9
+    from loaders.memory.budget import parse_size  # as NeighborLoader(memory=) reads sizes: GB = GiB
     from loaders.memory.plan import parse_input, plan
 
     fanouts = [int(x) for x in args.fanouts.split(",") if x.strip()]
@@ -44,7 +45,7 @@ def _probe_iops(store: str, seconds: float) -> tuple[float | None, str]:
     largest file with the page cache bypassed (nothing is written)."""
     import os
 
-    from benchmarks.device import MIN_PROBE_MIB, DeviceOptions, run
+    from featurestore.device import MIN_PROBE_MIB, probe_device
 
     best, size = None, -1
     for d, _, names in os.walk(store):
@@ -57,8 +58,7 @@ def _probe_iops(store: str, seconds: float) -> tuple[float | None, str]:
         sys.stderr.write(f"{store}: no file of {MIN_PROBE_MIB} MiB to probe the device "
                          "through; pass --read-iops for the device bound\n")
         return None, "none"
-    rep = run(DeviceOptions(target=best, seconds=seconds, size_mib=MIN_PROBE_MIB))
-    d = next(iter(rep["results"].values()))
+    d = probe_device(best, seconds=seconds, size_mib=MIN_PROBE_MIB)
     sys.stderr.write(f"measured {d['randread_4k_qd32_iops']:,.0f} random 4 KiB reads/s at "
                      f"queue depth 32 ({d['tool']}, {seconds:g} s per probe); pass --read-iops "
                      "to skip the probe\n")

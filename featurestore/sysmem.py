@@ -1,0 +1,123 @@
+"""What memory this process holds and may use: the one reader of ``/proc`` and the cgroup
+files for every package (the preprocess jobs' budgets, the loader's, ``featurestore plan``).
+
+* :func:`rss_anon`: the process's anonymous resident memory (``RssAnon`` of
+  ``/proc/self/status``), what ``../shared/tools/memcap`` reports as ``peak_anon``.
+* :func:`cgroup_memory_limit`: the memory limit of the process's own cgroup (v2
+  ``memory.max`` or v1 ``memory.limit_in_bytes``, the tightest of it and its ancestors), as in
+  a container, a scheduler's job or under ``memcap``.
+* :func:`available_memory`: what the process may still use: that limit (else a share of
+  physical memory) less what it already holds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+__all__ = ["rss_anon", "cgroup_memory_limit", "cgroup_mapped_file_bytes", "physical_memory",
+           "available_memory", "PHYSICAL_SHARE"]
+
+#: share of physical memory a process without a cgroup limit plans for
+PHYSICAL_SHARE = 0.8
+#: cgroup limits at or above this mean "no limit" (v1 writes ~2**63 at the root)
+_NO_LIMIT = 1 << 60
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def rss_anon() -> int:
+    """Anonymous memory this process holds now (``RssAnon``), 0 where ``/proc`` is missing."""
+    m = re.search(r"^RssAnon:\s+(\d+) kB", _read("/proc/self/status") or "", re.M)
+    return int(m.group(1)) * 1024 if m else 0
+
+
+def _walk_limits(base: str, rel: str, name: str) -> int | None:
+    """The smallest ``name`` limit from the cgroup directory ``base/rel`` up to ``base``."""
+    best = None
+    parts = [p for p in rel.strip("/").split("/") if p]
+    for k in range(len(parts), -1, -1):
+        text = _read(os.path.join(base, *parts[:k], name))
+        if text is None or text == "max":
+            continue
+        try:
+            v = int(text)
+        except ValueError:
+            continue
+        if v < _NO_LIMIT:
+            best = v if best is None else min(best, v)
+    return best
+
+
+def cgroup_memory_limit(proc_cgroup: str = "/proc/self/cgroup",
+                        root: str = "/sys/fs/cgroup") -> int | None:
+    """The memory limit of this process's cgroup (and its ancestors), or None when unlimited.
+
+    Parameters
+    ----------
+    proc_cgroup, root
+        The process's cgroup file and the cgroup mount (tests point them at a fake tree).
+    """
+    text = _read(proc_cgroup)
+    if not text:
+        return None
+    limits = []
+    for line in text.splitlines():
+        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if "memory" in controllers.split(","):  # v1
+            for base in (os.path.join(root, "memory"), root):
+                if os.path.exists(os.path.join(base, "memory.limit_in_bytes")):
+                    lim = _walk_limits(base, path, "memory.limit_in_bytes")
+                    if lim is not None:
+                        limits.append(lim)
+                    break
+        elif hid == "0" and controllers == "":  # v2
+            for base in (root, os.path.join(root, "unified")):
+                if os.path.exists(os.path.join(base, "cgroup.controllers")):
+                    lim = _walk_limits(base, path, "memory.max")
+                    if lim is not None:
+                        limits.append(lim)
+                    break
+    return min(limits) if limits else None
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory of the machine."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def cgroup_mapped_file_bytes(proc_cgroup: str = "/proc/self/cgroup",
+                             root: str = "/sys/fs/cgroup") -> int:
+    """File pages mapped by the processes of this cgroup and charged to it (code and data of
+    the interpreter and its libraries, when they were first read here): the cap must keep
+    room for them, or every page fault re-reads them."""
+    text = _read(proc_cgroup) or ""
+    for line in text.splitlines():
+        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if "memory" in controllers.split(","):
+            stat, key = os.path.join(root, "memory", path.lstrip("/"), "memory.stat"), "mapped_file"
+        elif hid == "0" and controllers == "":
+            stat, key = os.path.join(root, path.lstrip("/"), "memory.stat"), "file_mapped"
+        else:
+            continue
+        m = re.search(rf"^{key} (\d+)$", _read(stat) or "", re.M)
+        if m:
+            return int(m.group(1))
+    return 0
+
+
+def available_memory(share: float = PHYSICAL_SHARE) -> int:
+    """Bytes this process may still use: its cgroup's limit (else ``share`` of physical
+    memory) less what it already holds (anonymous memory, and the mapped file pages charged
+    to its cgroup)."""
+    phys = physical_memory()
+    lim = cgroup_memory_limit()
+    if lim is not None and lim < phys:
+        return max(0, lim - rss_anon() - cgroup_mapped_file_bytes())
+    return max(0, int(share * phys) - rss_anon())

@@ -1,0 +1,245 @@
+"""The loader's memory plan at setup: its inputs, the batches measured for it, the topology
+held resident when the features do not fit, and the feature caches it sizes.
+
+:func:`plan_memory` is the glue between a loader being built and
+:mod:`loaders.memory` (whose :func:`~loaders.memory.budget.plan_loader` does the arithmetic
+and :mod:`~loaders.memory.cache` the caches). It reads the loader's sampler, features and
+options, and sets its ``plan``, its caches and, for a resident topology, a new sampler.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import torch
+
+from featurestore.format import names as fmt
+from loaders.memory.budget import (
+    available_memory,
+    limit_allocator_slack,
+    loader_plan_inputs,
+    parse_size,
+    plan_loader,
+    resident_indptr_dtype,
+)
+from loaders.memory.cache import (
+    FeatureCache,
+    degree_counts,
+    presample_counts,
+    presample_scores,
+    rank_rows,
+)
+from loaders.memory.gpu_cache import GpuTier, gpu_tier_rows
+from loaders.sample.sampler import CSCGraph, NeighborSampler
+
+__all__ = ["plan_memory", "build_gpu_tiers"]
+
+
+def in_thread(fn, *args):
+    """``fn(*args)`` on a thread of its own (joined): what it keeps per thread (the sampler's
+    id maps) is freed when it ends."""
+    box: dict = {}
+
+    def body():
+        try:
+            box["out"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            box["exc"] = e
+
+    t = threading.Thread(target=body, name="loader-plan", daemon=True)
+    t.start()
+    t.join()
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
+
+
+def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epochs: int) -> None:
+    """Make ``ld.plan``; when the features do not fit, hold the topology resident and build
+    the feature caches (see :mod:`loaders.memory.budget`). ``ld``: the loader being built."""
+    if memory is None and cache is None:
+        return  # no budget asked and no cache wanted: the page cache decides, as before
+    if memory is None:
+        budget, source = available_memory(), "available to this process (cgroup or RAM)"
+    else:
+        budget, source = parse_size(memory), "memory= argument"
+    policy = None if cache is None else ("presample" if cache == "auto" else cache)
+    g, gather = ld.sampler.graph, ld.gatherer
+    common = dict(
+        budget=budget, budget_source=source, topology_bytes=_topology_bytes(g),
+        num_nodes=dict(g.num_nodes), topology=topology, cache=policy,
+        **loader_plan_inputs(gather.features, cuda=ld.device.type == "cuda",
+                             staging_bytes=staging_bytes, prefetch=ld.prefetch,
+                             batches_in_flight=ld.batches_in_flight,
+                             batch_dtypes=gather.feature_dtypes,
+                             casts=any(c is not None for c in gather.casts.values())))
+    rows, edges = _bound(ld, common["feature_row_bytes"])
+    plan = plan_loader(batch_rows=rows, edges_per_batch=edges, **common)
+    if not plan.fits:
+        plan = _measured_plan(ld, plan, common, memory, topology)
+    ld.plan = plan
+    if not plan.fits:
+        _build_caches(ld, plan, policy, presample_epochs)
+
+
+def _topology_bytes(graph: CSCGraph) -> int:
+    return sum(p.nbytes + i.nbytes for p, i in graph.csc.values())
+
+
+def _bound(ld, row_bytes: dict) -> tuple[dict[str, int], int]:
+    """A bound without sampling: every type at its most rows per batch, and edges."""
+    g, mult, fan = ld.sampler.graph, 1, ld.sampler.fanouts
+    for layer in range(fan.num_layers):
+        widest = max(abs(v[layer]) if v[layer] >= 0 else 10**9 for v in fan.per_etype.values())
+        mult *= 1 + max(widest, 0)
+    bound = {t: min(n, ld.batch_size * mult) for t, n in g.num_nodes.items() if t in row_bytes}
+    return bound, ld.batch_size * mult * max(len(g.edge_types), 1)
+
+
+def _measured_plan(ld, plan, common: dict, memory, topology):
+    """The plan from measured batches, the topology made resident first when the bound's
+    plan holds it so."""
+    limit_allocator_slack()  # freed batch arrays go back to the system, not to arenas
+    resident = plan.topology == "memory" and topology is None
+    if resident:
+        # resident first (read around the page cache), so that measuring batches and
+        # ranking rows charge no page cache to a capped process
+        t0 = time.perf_counter()
+        _resident_topology(ld)
+        common["topology"] = "memory"
+        common["topology_bytes"] = _topology_bytes(ld.sampler.graph)
+        if memory is None:  # again, now that the mapped pages are gone; the resident
+            # copy is in what the process holds, and the plan counts it itself
+            common["budget"] = available_memory() + common["topology_bytes"]
+        resident_s = time.perf_counter() - t0
+    # a few batches for the real numbers, on a short-lived thread: the sampler's
+    # per-thread id maps go with it
+    rows, edges, k = in_thread(_measure_batches, ld)
+    plan = plan_loader(batch_rows=rows, edges_per_batch=edges, sampled_batches=k, **common)
+    if resident:
+        plan.notes.append(f"topology copied in {resident_s:.1f} s")
+    return plan
+
+
+def _build_caches(ld, plan, policy, presample_epochs: int) -> None:
+    """The hot tiers the plan sizes (ranked by ``policy``), and a cache without one for every
+    other type: read around the page cache."""
+    features, caches = ld.gatherer.features, ld.gatherer.caches
+    if policy is not None and plan.cache_rows:
+        t0 = time.perf_counter()
+        scores = in_thread(_rank_scores, ld, policy, presample_epochs, plan.cache_rows)
+        plan.notes.append(f"{policy} ranking took {time.perf_counter() - t0:.1f} s")
+        t0 = time.perf_counter()
+        for t, n in plan.cache_rows.items():
+            score, deg = scores.pop(t)
+            ids = rank_rows(score, n, deg)
+            del score, deg
+            caches[t] = FeatureCache(features[t], ids, pin=ld.pin, read_path=plan.read_path)
+        plan.notes.append(f"cache filled in {time.perf_counter() - t0:.1f} s")
+    for t, f in features.items():  # types without a hot tier: read around the cache
+        if t not in caches:
+            caches[t] = FeatureCache(f, np.empty(0, np.int64), pin=ld.pin,
+                                     read_path=plan.read_path)
+
+
+def _measure_batches(ld, k: int = 8) -> tuple[dict[str, int], int, int]:
+    """Most distinct rows per type and most edges over ``k`` batches of epoch 0."""
+    order = ld.batch_order(0)
+    pick = np.linspace(0, len(order) - 1, min(k, len(order))).astype(int) if order else []
+    rows = {t: 0 for t in ld.gatherer.features}
+    edges = 0
+    for j in sorted(set(int(i) for i in pick)):
+        sub = ld.sample_batch(0, j, order[j])
+        for t in rows:
+            rows[t] = max(rows[t], int(sub.node[t].shape[0]))
+        edges = max(edges, sub.num_edges)
+    return rows, edges, len(pick)
+
+
+def _resident_topology(ld) -> None:
+    """Copy the CSC arrays into the process, reading around the page cache, and sample
+    from the copy."""
+    store, g = ld.store, ld.sampler.graph
+    csc = {}
+    for et, (p, i) in g.csc.items():
+        arrs = []
+        for name, a in (("indptr", p), ("indices", i)):
+            rows = (store.row_reader(fmt.edge_key(et, name))
+                    if hasattr(store, "row_reader") else None)
+            if rows is not None and rows.is_local:
+                arrs.append(rows.read_all())
+                rows.release_pages()  # pages a validation pass read through the map
+            else:
+                arrs.append(np.array(a))
+        arrs[0] = arrs[0].astype(resident_indptr_dtype(arrs[0]), copy=False)
+        csc[et] = tuple(arrs)
+    # the same files the store validated (its csc() gave the sampler's graph): no second pass
+    graph = CSCGraph(dict(g.num_nodes), csc, validated=True)
+    ld.sampler = NeighborSampler(graph, **ld.sampler_options)
+
+
+def _rank_scores(ld, policy, epochs, cache_rows) -> dict:
+    """Per type: ``(score, degree)``: the rank of each row (ties broken by degree).
+
+    ``"degree"``: how often the node is a neighbour. ``"presample"``: accesses counted by
+    a sampling-only pass over ``epochs`` epochs of batches (the first ones this loader
+    will run), shrunk towards the mean count of nodes of the same degree
+    (:func:`~loaders.memory.cache.presample_scores`), so that rows seen once by chance do not
+    outrank rows the next epochs will need.
+    """
+    ntypes = list(cache_rows)
+    g = ld.sampler.graph
+    deg = {t: degree_counts(g, t) for t in ntypes}
+    if policy == "degree":
+        return {t: (deg[t], deg[t]) for t in ntypes}
+    counts = {t: np.zeros(ld.gatherer.features[t].shape[0], np.int64) for t in ntypes}
+    nn = dict(g.num_nodes)
+    for e in range(max(1, int(epochs))):
+        order = ld.batch_order(e)
+        c = presample_counts(ld.sampler, [ld.input_nodes[p] for p in order],
+                             ld.seed_type, ntypes, seed=ld.seed, epoch=e, num_nodes=nn)
+        for t in ntypes:
+            counts[t] += c[t]
+        del c
+    return {t: (presample_scores(counts[t], deg[t]), deg[t]) for t in ntypes}
+
+
+def build_gpu_tiers(ld, gpu_cache_bytes: int, presample_epochs: int) -> None:
+    """The GPU tiers of ``gpu_cache_bytes`` (shared by the node types in proportion to their
+    feature bytes in the batch's dtype): each type's hottest rows by the presample ranking
+    (every row when they all fit), filled through the loader's own reads (cache included)."""
+    g = ld.gatherer
+    row_bytes = {t: int(np.dtype(g.feature_dtypes[t]).itemsize * np.prod(f.shape[1:]))
+                 for t, f in g.features.items()}
+    total = sum(f.shape[0] * row_bytes[t] for t, f in g.features.items())
+    if not total:
+        return
+    rows = {t: gpu_tier_rows(gpu_cache_bytes * (f.shape[0] * row_bytes[t]) // total,
+                             row_bytes[t], f.shape[0]) for t, f in g.features.items()}
+    rows = {t: k for t, k in rows.items() if k}
+    partial = {t: k for t, k in rows.items() if k < g.features[t].shape[0]}
+    scores = in_thread(_rank_scores, ld, "presample", presample_epochs, partial) if partial else {}
+    t0 = time.perf_counter()
+    for t, k in rows.items():
+        f = g.features[t]
+        if t in scores:
+            score, deg = scores.pop(t)
+            ids = rank_rows(score, k, deg)
+        else:
+            ids = np.arange(k, dtype=np.int64)
+
+        def fill(ids, out, t=t, f=f):
+            buf = np.empty((ids.shape[0],) + f.shape[1:], f.dtype)
+            g._read(t, np.ascontiguousarray(ids), buf)
+            out.copy_(torch.from_numpy(buf))
+
+        step = max(1, (16 << 20) // max(1, f.row_bytes))
+        g.gpu_tiers[t] = GpuTier(f.shape[0], ids, fill, f.shape[1:],
+                                 torch.from_numpy(np.empty(0, g.feature_dtypes[t])).dtype,
+                                 ld.device, chunk_rows=step)
+    ld.stats.reset()  # the fill's cache reads are not the batches'
+    if ld.plan is not None:
+        ld.plan.notes.append(f"GPU tier: {sum(rows.values()):,} rows filled in "
+                             f"{time.perf_counter() - t0:.1f} s")
