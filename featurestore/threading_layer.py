@@ -4,8 +4,9 @@ numba picks its threading layer when the first parallel kernel runs: TBB, else G
 else its own ``workqueue``. GNU OpenMP does not survive ``fork``: a PyTorch ``DataLoader``
 worker forked after the parent ran a torch CPU op (torch's OpenMP pool) or a parallel numba
 kernel hangs, or dies with "fork() called from a process already using GNU OpenMP". And
-``workqueue`` aborts on concurrent parallel regions, so the sampler runs its serial kernels
-under it (:func:`loaders.sample.kernels._parallel_ok`).
+``workqueue`` aborts the process on concurrent parallel regions, so every kernel that may run
+beside another (the gather, the sampler, the cache, the casts, the negative draws) runs its
+serial twin under it (:func:`parallel_safe`).
 
 :func:`choose` (run by ``import featurestore``, which ``loaders`` and ``preprocess`` import
 first) therefore asks numba for its ``"forksafe"`` layer,
@@ -27,8 +28,9 @@ import os
 import sys
 
 import numba
+import numpy as np
 
-__all__ = ["choose", "tbb_loadable", "DEFAULT_LAYER"]
+__all__ = ["choose", "tbb_loadable", "parallel_safe", "DEFAULT_LAYER"]
 
 log = logging.getLogger(__name__)
 
@@ -112,3 +114,27 @@ def choose() -> str | None:
         return None
     numba.config.THREADING_LAYER = DEFAULT_LAYER
     return DEFAULT_LAYER
+
+
+_SAFE: bool | None = None
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _probe(x):
+    for i in numba.prange(x.shape[0]):
+        x[i] = i
+
+
+def parallel_safe() -> bool:
+    """Whether parallel kernels may run from several threads at once.
+
+    False under numba's ``workqueue`` layer (no TBB: a platform without the ``tbb`` wheel),
+    which aborts the process on concurrent parallel regions ("Concurrent access has been
+    detected"): two loaders iterated together, or a loader's stages overlapping. Callers then
+    run their serial kernels. The first call starts numba's pool (fixing the layer).
+    """
+    global _SAFE
+    if _SAFE is None:
+        _probe(np.zeros(2, np.int64))
+        _SAFE = numba.threading_layer() != "workqueue"
+    return _SAFE

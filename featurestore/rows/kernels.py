@@ -11,6 +11,8 @@ import numba
 import numpy as np
 from numba import types
 
+from featurestore.threading_layer import parallel_safe
+
 # libc's pread and mincore as external symbols (resolved by name, so kernels can be cached);
 # pointers are passed as size_t: the same ABI on 64-bit Linux, and numba passes integers.
 _pread = types.ExternalFunction("pread", types.intp(types.intc, types.uintp, types.uintp,
@@ -49,7 +51,8 @@ def copy_rows(src: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
     row_bytes = out.nbytes // max(out.shape[0], 1)
     if ids.shape[0] == 0:
         return
-    kernel = gather_rows if out.nbytes >= PARALLEL_MIN_BYTES else gather_rows_serial
+    par = out.nbytes >= PARALLEL_MIN_BYTES and parallel_safe()  # workqueue: never beside another
+    kernel = gather_rows if par else gather_rows_serial
     kernel(src.ctypes.data, row_bytes, ids, out.ctypes.data)
 
 

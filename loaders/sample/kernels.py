@@ -17,6 +17,7 @@ import numba
 import numpy as np
 from numba import types
 
+from featurestore.threading_layer import parallel_safe
 from loaders.sample.rng import mix, next_below, node_state
 
 #: libc's memcpy as an external symbol (resolved by name, so kernels using it can be cached);
@@ -58,22 +59,10 @@ def _counts_ser(indptr, frontier, fanout, replace, start, deg, counts):
         _count_one(indptr, frontier, fanout, replace, start, deg, counts, i)
 
 
-_LAYER_SAFE: bool | None = None
-
-
 def _parallel_ok() -> bool:
-    """Whether parallel kernels may run while another thread runs them too.
-
-    numba's ``workqueue`` threading layer (used when neither TBB nor OpenMP is available)
-    aborts the process on concurrent parallel regions; the loader's stages overlap, so with
-    that layer the sampler falls back to its serial kernels.
-    """
-    global _LAYER_SAFE
-    if _LAYER_SAFE is None:
-        tiny = np.zeros(2, np.int64)
-        _counts_par(tiny, tiny[:1], 1, False, tiny.copy(), tiny.copy(), tiny.copy())
-        _LAYER_SAFE = numba.threading_layer() != "workqueue"
-    return _LAYER_SAFE
+    """Whether parallel kernels may run while another thread runs them too
+    (:func:`featurestore.threading_layer.parallel_safe`)."""
+    return parallel_safe()
 
 
 def sample_counts(indptr, frontier, fanout, replace, start, deg):

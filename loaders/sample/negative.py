@@ -14,6 +14,7 @@ import bisect
 import numba
 import numpy as np
 
+from featurestore.threading_layer import parallel_safe
 from loaders.sample.rng import GOLDEN, MASK, mix, mix_py, node_state, node_state_py
 
 __all__ = ["negative_key", "uniform_negatives", "weighted_negatives", "degree_weights",
@@ -53,6 +54,10 @@ def _weighted(key, cdf, out):
         out[i] = j if j <= last else last
 
 
+_uniform_ser = numba.njit(nogil=True, cache=True)(_uniform.py_func)
+_weighted_ser = numba.njit(nogil=True, cache=True)(_weighted.py_func)
+
+
 def uniform_negatives(key: int, n: int, num_nodes: int,
                       out: np.ndarray | None = None) -> np.ndarray:
     """``n`` node ids drawn uniformly from ``[0, num_nodes)`` (int64)."""
@@ -60,7 +65,7 @@ def uniform_negatives(key: int, n: int, num_nodes: int,
         raise ValueError(f"Expected a node type with nodes to draw negatives from. Got "
                          f"num_nodes={num_nodes} instead.")
     out = np.empty(n, dtype=np.int64) if out is None else out
-    _uniform(np.uint64(key), int(num_nodes), out[:n])
+    (_uniform if parallel_safe() else _uniform_ser)(np.uint64(key), int(num_nodes), out[:n])
     return out[:n]
 
 
@@ -88,7 +93,7 @@ def weighted_negatives(key: int, n: int, cdf: np.ndarray,
     """``n`` node ids drawn with probability proportional to their weight (``cdf`` from
     :func:`cumulative_weights`; a node of weight 0 is never drawn)."""
     out = np.empty(n, dtype=np.int64) if out is None else out
-    _weighted(np.uint64(key), cdf, out[:n])
+    (_weighted if parallel_safe() else _weighted_ser)(np.uint64(key), cdf, out[:n])
     return out[:n]
 
 
