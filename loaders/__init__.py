@@ -17,6 +17,7 @@ _threading_layer.choose()  # a no-op once featurestore chose; kept for clarity o
 
 from loaders.errors import LoaderArgumentError, UnsupportedArgumentError  # noqa: E402
 from loaders.loader import LoaderStats, NeighborLoader  # noqa: E402
+from loaders.loader.link import LinkNeighborLoader, NegativeSampling  # noqa: E402
 from loaders.sample.relational import HomogeneousGraph  # noqa: E402
 from loaders.sample.sampler import CSCGraph, Fanouts, MiniBatch, NeighborSampler, SampledSubgraph  # noqa: E402
 from loaders.sample.seeds import resolve_input_nodes  # noqa: E402
@@ -34,8 +35,9 @@ _alias_modules("loaders", {
     "synthetic": "loaders.datasets.synthetic",
 })
 
-__all__ = ["NeighborLoader", "LoaderStats", "NeighborSampler", "SampledSubgraph", "MiniBatch",
-           "Fanouts", "CSCGraph", "HomogeneousGraph", "resolve_input_nodes",
+__all__ = ["NeighborLoader", "LinkNeighborLoader", "NegativeSampling", "LoaderStats",
+           "NeighborSampler", "SampledSubgraph", "MiniBatch", "Fanouts", "CSCGraph",
+           "HomogeneousGraph", "resolve_input_nodes",
            "LoaderArgumentError", "UnsupportedArgumentError"]
 # not in __all__: ``from loaders import *`` must not import torch_geometric or dgl
 

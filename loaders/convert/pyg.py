@@ -19,7 +19,7 @@ from torch_geometric.data import Data, HeteroData
 from loaders.sample.relational import HomogeneousBatch
 from loaders.sample.sampler import MiniBatch, SampledSubgraph
 
-__all__ = ["to_pyg", "to_tensor", "is_homogeneous"]
+__all__ = ["to_pyg", "to_tensor", "is_homogeneous", "add_link_fields"]
 
 
 def to_tensor(a: np.ndarray, device=None) -> torch.Tensor:
@@ -82,3 +82,28 @@ def to_pyg(mb: MiniBatch) -> Data | HeteroData:
     if sub.seed_type not in mb.y_all and mb.y is not None:
         s.y = mb.y  # a MiniBatch made without y_all: the seeds' only
     return h
+
+
+def add_link_fields(data: Data | HeteroData, link: dict, device=None) -> Data | HeteroData:
+    """A link batch's fields where PyG's ``LinkNeighborLoader`` puts them: ``input_id``,
+    ``edge_label_index`` and ``edge_label`` on the edge type (on ``Data`` itself for one type),
+    or ``src_index`` on the source type and ``dst_pos_index``/``dst_neg_index`` on the
+    destination type; no ``batch_size`` (PyG's link batches have none)."""
+    et = link["edge_type"]
+    hetero = isinstance(data, HeteroData)
+    src, dst, edge = ((data[et.src], data[et.dst], data[tuple(et)]) if hetero
+                      else (data, data, data))
+    for store in {id(s): s for s in (src, dst, data if not hetero else src)}.values():
+        for name in ("batch_size", "input_id"):
+            if name in store:
+                del store[name]
+    edge.input_id = to_tensor(link["input_id"], device)
+    if "edge_label_index" in link:
+        edge.edge_label_index = to_tensor(link["edge_label_index"], device)
+        if "edge_label" in link:
+            edge.edge_label = to_tensor(link["edge_label"], device)
+    else:
+        src.src_index = to_tensor(link["src_index"], device)
+        dst.dst_pos_index = to_tensor(link["dst_pos_index"], device)
+        dst.dst_neg_index = to_tensor(link["dst_neg_index"], device)
+    return data

@@ -299,6 +299,10 @@ class NeighborLoader:
                            self.shuffle, self.drop_last, rank=self.rank,
                            world_size=self.world_size)
 
+    def batch_seeds(self, pos: np.ndarray) -> np.ndarray:
+        """The seeds of the batch of inputs at positions ``pos``."""
+        return self.input_nodes[pos]
+
     def sample_batch(self, epoch: int, k: int, pos: np.ndarray) -> SampledSubgraph:
         """Batch ``k`` of ``epoch``, of the seeds at positions ``pos`` (sampled only)."""
         return self.sampler.sample(self.input_nodes[pos], self.seed_type, seed=self.seed,

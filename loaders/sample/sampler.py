@@ -58,6 +58,10 @@ class SampledSubgraph:
         Number of seeds.
     input_id
         Positions of the seeds in the loader's input nodes.
+    link
+        ``None``, or a link batch's fields: ``edge_type``, ``input_id`` (positions of the seed
+        edges), ``edge_label_index`` and ``edge_label``, or ``src_index``, ``dst_pos_index`` and
+        ``dst_neg_index`` (triplets), all in local ids of ``node``.
     """
 
     seed_type: str
@@ -69,6 +73,8 @@ class SampledSubgraph:
     num_sampled_edges: dict[EdgeType, list[int]]
     batch_size: int
     input_id: np.ndarray
+    #: a link batch's fields (``edge_label_index``... in local ids; :mod:`loaders.loader.link`)
+    link: dict | None = None
 
     @property
     def seeds(self) -> np.ndarray:
@@ -382,8 +388,12 @@ class NeighborSampler:
         return t
 
     def sample(self, seeds, seed_type: str | None = None, *, seed: int = 0, epoch: int = 0,
-               batch: int = 0, input_id=None) -> SampledSubgraph:
-        """Sample the computation graph of ``seeds`` (store ids of type ``seed_type``)."""
+               batch: int = 0, input_id=None, more_seeds=None) -> SampledSubgraph:
+        """Sample the computation graph of ``seeds`` (store ids of type ``seed_type``).
+
+        ``more_seeds``: ``{node type: unique ids}`` of other types sampled from too (a link
+        batch's destinations of another type); they come first among their type's nodes.
+        """
         g = self.graph
         if seed_type is None:
             if len(g.node_types) != 1:
@@ -400,14 +410,23 @@ class NeighborSampler:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)
         input_id = (np.arange(seeds.shape[0], dtype=np.int64) if input_id is None
                     else np.asarray(input_id, dtype=np.int64))
+        more = {}
+        for t, ids in (more_seeds or {}).items():
+            if t == seed_type or t not in g.num_nodes:
+                raise LoaderArgumentError(f"Expected more_seeds of node types other than "
+                                          f"{seed_type!r} among {g.node_types}. Got {t!r}.")
+            more[t] = np.ascontiguousarray(
+                check_ids(ids, g.num_nodes[t], f"seeds of node type {t!r}"), dtype=np.int64)
         with numba_threads(self.num_threads):
-            return self._sample(seeds, seed_type, batch_key(seed, epoch, batch), input_id)
+            return self._sample(seeds, seed_type, batch_key(seed, epoch, batch), input_id, more)
 
-    def _sample(self, seeds, seed_type, key, input_id) -> SampledSubgraph:
+    def _sample(self, seeds, seed_type, key, input_id, more=None) -> SampledSubgraph:
         g, L = self.graph, self.fanouts.num_layers
         tables = self._tables()
         try:
             tables[seed_type].insert_seeds(seeds)
+            for t, ids in (more or {}).items():
+                tables[t].insert_seeds(ids)
             hop = {t: [tables[t].count] for t in g.node_types}
             lo = {t: 0 for t in g.node_types}
             parts = {et: ([], [], []) for et in g.edge_types}
