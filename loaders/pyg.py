@@ -17,7 +17,6 @@ Only this module and :mod:`loaders.convert.pyg` import torch_geometric (docs/des
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 import torch
@@ -29,12 +28,16 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 
+from featurestore import check_ids
 from featurestore.errors import MissingDependencyError
+from featurestore.format.names import EdgeType
 from featurestore.remote import forksafe
 from loaders.convert.pyg import to_pyg
 from loaders.convert.pyg import to_tensor as _t
 from loaders.errors import LoaderArgumentError, UnsupportedArgumentError
 from loaders.loader import NeighborLoader
+from loaders.loader.link import NegativeSampling, sample_link_batch
+from loaders.sample.negative import cumulative_weights
 from loaders.sample.relational import HomogeneousGraph
 from loaders.sample.sampler import NeighborSampler as _CoreSampler
 
@@ -242,7 +245,10 @@ class NeighborSampler(BaseSampler):
         seed_type = index.input_type or self.core.graph.node_types[0]
         sub = self.core.sample(index.node.numpy(), seed_type, seed=self.seed, epoch=self.epoch,
                                batch=k)
-        meta = (index.input_id, index.time)
+        return self._output(sub, (index.input_id, index.time))
+
+    def _output(self, sub, meta) -> SamplerOutput | HeteroSamplerOutput:
+        """PyG's sampler output of ``sub`` with ``meta``."""
         if self.homogeneous:
             (t,), (et,) = sub.node.keys(), sub.row.keys()
             return SamplerOutput(node=_t(sub.node[t]), row=_t(sub.row[et]), col=_t(sub.col[et]),
@@ -259,10 +265,40 @@ class NeighborSampler(BaseSampler):
             num_sampled_edges={key(et): v for et, v in sub.num_sampled_edges.items()},
             metadata=meta)
 
-    def sample_from_edges(self, index, neg_sampling=None) -> Any:
-        """Not supported: link-level sampling."""
-        raise NotImplementedError("loaders.pyg.NeighborSampler samples around nodes only; "
-                                  "link-level sampling is not supported yet.")
+    def sample_from_edges(self, index, neg_sampling=None) -> SamplerOutput | HeteroSamplerOutput:
+        """Sample around seed edges ``(index.row, index.col)`` with PyG's negatives (PyG's
+        ``BaseSampler`` call, made by its ``LinkLoader``/``LinkNeighborLoader``): metadata
+        ``(input_id, edge_label_index, edge_label, time)`` or, for triplets,
+        ``(input_id, src_index, dst_pos_index, dst_neg_index, time)``, as PyG's own sampler."""
+        if index.time is not None:
+            raise UnsupportedArgumentError(
+                "Expected no edge_label_time: loaders.pyg.NeighborSampler does not sample "
+                "temporally. Got times for the seed edges instead.")
+        g = self.core.graph
+        et = EdgeType(*index.input_type) if index.input_type is not None else g.edge_types[0]
+        neg = NegativeSampling.parse(neg_sampling, None)
+        cdf = None
+        if neg is not None and neg.weight is not None:
+            cdf = cumulative_weights(np.asarray(neg.weight.detach().cpu().numpy()
+                                                if hasattr(neg.weight, "detach")
+                                                else neg.weight))
+        src = check_ids(index.row.numpy(), g.num_nodes[et.src], "seed edge sources")
+        dst = check_ids(index.col.numpy(), g.num_nodes[et.dst], "seed edge destinations")
+        label = None if index.label is None else index.label.numpy()
+        sub = sample_link_batch(self.core, et, np.asarray(src, np.int64),
+                                np.asarray(dst, np.int64), label, neg, cdf,
+                                (g.num_nodes[et.src], g.num_nodes[et.dst]),
+                                index.input_id.numpy(), seed=self.seed, epoch=self.epoch,
+                                batch=self._next_batch())
+        link = sub.link
+        if "edge_label_index" in link:
+            lab = link.get("edge_label")
+            meta = (index.input_id, _t(link["edge_label_index"]),
+                    None if lab is None else _t(lab), None)
+        else:
+            meta = (index.input_id, _t(link["src_index"]), _t(link["dst_pos_index"]),
+                    _t(link["dst_neg_index"]), None)
+        return self._output(sub, meta)
 
     @property
     def edge_permutation(self):

@@ -26,7 +26,7 @@ from loaders.sample.negative import (cumulative_weights, degree_weights, negativ
 from loaders.sample.rng import batch_key
 from loaders.sample.sampler import SampledSubgraph
 
-__all__ = ["LinkNeighborLoader", "NegativeSampling"]
+__all__ = ["LinkNeighborLoader", "NegativeSampling", "sample_link_batch"]
 
 
 @dataclass(frozen=True)
@@ -198,50 +198,17 @@ class LinkNeighborLoader(NeighborLoader):
                                       f"node ({n_dst}). Got shape {w.shape} instead.")
         return cumulative_weights(w)
 
-    def _draw(self, key: int, endpoint: int, n: int, num_nodes: int) -> np.ndarray:
-        same = self.edge_type.src == self.edge_type.dst
-        k = negative_key(key, endpoint)
-        if self._cdf is not None and (endpoint == 1 or same):
-            return weighted_negatives(k, n, self._cdf)
-        return uniform_negatives(k, n, num_nodes)
-
     def sample_batch(self, epoch: int, k: int, pos: np.ndarray) -> SampledSubgraph:
         """Batch ``k`` of ``epoch``: the seed edges at positions ``pos``, their negatives, and
         the sampled computation graph of every endpoint, with the link fields in
         ``subgraph.link``."""
-        et, neg = self.edge_type, self.neg_sampling
-        src, dst = self._pairs[0][pos], self._pairs[1][pos]
-        num_pos, label = src.shape[0], None if self._label is None else self._label[pos]
-        key = batch_key(self.seed, epoch, k)
-        n_src, n_dst = self.store.num_nodes(et.src), self.store.num_nodes(et.dst)
-        if neg is not None and neg.mode == "binary":
-            m = math.ceil(num_pos * neg.amount)
-            src = np.concatenate([src, self._draw(key, 0, m, n_src)])
-            dst = np.concatenate([dst, self._draw(key, 1, m, n_dst)])
-            base = np.ones(num_pos, np.float32) if label is None else label
-            label = np.concatenate([base, np.zeros((m,) + base.shape[1:], base.dtype)])
-        elif neg is not None:
-            dst = np.concatenate([dst, self._draw(key, 1, num_pos * int(neg.amount), n_dst)])
-        if et.src == et.dst:
-            seeds, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
-            inv_src, inv_dst = inv[:src.shape[0]], inv[src.shape[0]:]
-            sub = self.sampler.sample(seeds, et.src, seed=self.seed, epoch=epoch, batch=k)
-        else:
-            s_seeds, inv_src = np.unique(src, return_inverse=True)
-            d_seeds, inv_dst = np.unique(dst, return_inverse=True)
-            sub = self.sampler.sample(s_seeds, et.src, seed=self.seed, epoch=epoch, batch=k,
-                                      more_seeds={et.dst: d_seeds})
-        link = {"edge_type": et, "input_id": np.asarray(pos, dtype=np.int64)}
-        if neg is None or neg.mode == "binary":
-            link["edge_label_index"] = np.stack([inv_src, inv_dst]).astype(np.int64)
-            if label is not None:
-                link["edge_label"] = label
-        else:
-            link["src_index"] = inv_src.astype(np.int64)
-            link["dst_pos_index"] = inv_dst[:num_pos].astype(np.int64)
-            neg_index = inv_dst[num_pos:].astype(np.int64).reshape(num_pos, -1)
-            link["dst_neg_index"] = neg_index[:, 0] if neg_index.shape[1] == 1 else neg_index
-        return dataclasses.replace(sub, link=link)
+        label = None if self._label is None else self._label[pos]
+        return sample_link_batch(self.sampler, self.edge_type, self._pairs[0][pos],
+                                 self._pairs[1][pos], label, self.neg_sampling, self._cdf,
+                                 (self.store.num_nodes(self.edge_type.src),
+                                  self.store.num_nodes(self.edge_type.dst)),
+                                 np.asarray(pos, dtype=np.int64), seed=self.seed, epoch=epoch,
+                                 batch=k)
 
     def batch_seeds(self, pos: np.ndarray) -> np.ndarray:
         """The seed-type nodes a batch samples from (the presample pass ranks rows by them)."""
@@ -256,3 +223,52 @@ class LinkNeighborLoader(NeighborLoader):
         from loaders.convert.pyg import add_link_fields
 
         return lambda mb: add_link_fields(convert(mb), mb.subgraph.link, mb.device)
+
+
+def _draw(key: int, endpoint: int, n: int, num_nodes: int, cdf, same: bool) -> np.ndarray:
+    k = negative_key(key, endpoint)
+    if cdf is not None and (endpoint == 1 or same):
+        return weighted_negatives(k, n, cdf)
+    return uniform_negatives(k, n, num_nodes)
+
+
+def sample_link_batch(sampler, et: EdgeType, src: np.ndarray, dst: np.ndarray, label,
+                      neg: NegativeSampling | None, cdf, num_nodes: tuple[int, int],
+                      input_id: np.ndarray, *, seed: int, epoch: int,
+                      batch: int) -> SampledSubgraph:
+    """One link batch: the positive pairs ``(src, dst)`` (validated store ids), their
+    negatives drawn from ``(seed, epoch, batch)``, the sampled computation graph of every
+    endpoint (the sorted unique endpoints first, per type) and the link fields in
+    ``SampledSubgraph.link``. ``cdf``: :func:`~loaders.sample.negative.cumulative_weights`
+    of the negatives' weight, or ``None`` (uniform)."""
+    num_pos, same = src.shape[0], et.src == et.dst
+    key = batch_key(seed, epoch, batch)
+    if neg is not None and neg.mode == "binary":
+        m = math.ceil(num_pos * neg.amount)
+        src = np.concatenate([src, _draw(key, 0, m, num_nodes[0], cdf, same)])
+        dst = np.concatenate([dst, _draw(key, 1, m, num_nodes[1], cdf, same)])
+        base = np.ones(num_pos, np.float32) if label is None else np.asarray(label)
+        label = np.concatenate([base, np.zeros((m,) + base.shape[1:], base.dtype)])
+    elif neg is not None:
+        dst = np.concatenate([dst, _draw(key, 1, num_pos * int(neg.amount), num_nodes[1], cdf,
+                                         same)])
+    if same:
+        seeds, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+        inv_src, inv_dst = inv[:src.shape[0]], inv[src.shape[0]:]
+        sub = sampler.sample(seeds, et.src, seed=seed, epoch=epoch, batch=batch)
+    else:
+        s_seeds, inv_src = np.unique(src, return_inverse=True)
+        d_seeds, inv_dst = np.unique(dst, return_inverse=True)
+        sub = sampler.sample(s_seeds, et.src, seed=seed, epoch=epoch, batch=batch,
+                             more_seeds={et.dst: d_seeds})
+    link = {"edge_type": et, "input_id": input_id}
+    if neg is None or neg.mode == "binary":
+        link["edge_label_index"] = np.stack([inv_src, inv_dst]).astype(np.int64)
+        if label is not None:
+            link["edge_label"] = label
+    else:
+        link["src_index"] = inv_src.astype(np.int64)
+        link["dst_pos_index"] = inv_dst[:num_pos].astype(np.int64)
+        neg_index = inv_dst[num_pos:].astype(np.int64).reshape(num_pos, -1)
+        link["dst_neg_index"] = neg_index[:, 0] if neg_index.shape[1] == 1 else neg_index
+    return dataclasses.replace(sub, link=link)

@@ -168,3 +168,33 @@ def test_pairs_out_of_range_and_shape(homo_store):
 def test_typed_store_needs_edge_type(hetero_store):
     with pytest.raises(fs.FeatureStoreError, match="edge_type"):
         LinkNeighborLoader(hetero_store, [2], np.array([[0], [0]]), device="cpu")
+
+
+@pytest.mark.parametrize("mode", ["binary", "triplet"])
+def test_pygs_linkloader_with_our_sampler(homo_store, mode):
+    """PyG's own LinkLoader over remote_backend(store) with loaders.pyg.NeighborSampler:
+    sample_from_edges gives PyG's batch fields; pairs map back to the input edges."""
+    pytest.importorskip("torch_geometric")
+    from torch_geometric.loader import LinkLoader
+    from torch_geometric.sampler import NegativeSampling as PygNeg
+
+    from loaders.pyg import NeighborSampler, remote_backend
+
+    pairs = _pairs(homo_store, 96, seed=8)
+    et = tuple(homo_store.edge_types[0])  # PyG asks a (FeatureStore, GraphStore) for a type
+    loader = LinkLoader(remote_backend(homo_store),
+                        link_sampler=NeighborSampler(homo_store, [3, 2]),
+                        edge_label_index=(et, torch.from_numpy(pairs)), batch_size=32,
+                        neg_sampling=PygNeg(mode, 2))
+    F = homo_store.features(None, "feat").numpy()
+    for k, b in enumerate(loader):
+        n_id = b.n_id.numpy()
+        assert np.array_equal(b.x.numpy(), np.asarray(F[n_id]))
+        at = pairs[:, 32 * k: 32 * (k + 1)]
+        if mode == "binary":
+            np.testing.assert_array_equal(n_id[b.edge_label_index[:, :32].numpy()], at)
+            assert b.edge_label.tolist() == [1.0] * 32 + [0.0] * 64
+        else:
+            np.testing.assert_array_equal(n_id[b.src_index.numpy()], at[0])
+            np.testing.assert_array_equal(n_id[b.dst_pos_index.numpy()], at[1])
+            assert tuple(b.dst_neg_index.shape) == (32, 2)
