@@ -185,7 +185,10 @@ def test_sparse_gather_takes_requests_over_concurrency_round_trips(tmp_path):
         assert slow.requests == r.stats()["requests"] == 10_000
         assert slow.max_in_flight == conc
         ideal = -(-slow.requests // conc)
-        assert ideal <= slow.round_trips <= ideal + 3, (slow.round_trips, ideal)
+        # structural, not timed: 64 requests were in flight at once (above) and the chain of
+        # waits is of the order of requests / concurrency (a serial reader: 10,000), whatever
+        # the machine's load (a loaded 2-core machine measured ideal + 4)
+        assert ideal <= slow.round_trips <= 2 * ideal, (slow.round_trips, ideal)
         slow.reset()
         r.gather(np.arange(5000, 9000), np.empty((4000, dim), np.float32))  # dense: one request
         assert slow.requests == 1 and slow.round_trips == 1
