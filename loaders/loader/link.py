@@ -21,6 +21,7 @@ from featurestore import check_ids
 from featurestore.format.names import EdgeType
 from loaders.errors import LoaderArgumentError, UnsupportedArgumentError
 from loaders.loader.core import NeighborLoader
+from loaders.sample.exclude import drop_edges, seed_edge_ids
 from loaders.sample.negative import (cumulative_weights, degree_weights, negative_key,
                                      uniform_negatives, weighted_negatives)
 from loaders.sample.rng import batch_key
@@ -130,13 +131,20 @@ class LinkNeighborLoader(NeighborLoader):
     neg_sampling, neg_sampling_ratio
         ``None`` (no negatives), ``"binary"``/``"triplet"``, a :class:`NegativeSampling` (or
         PyG's), or ``neg_sampling_ratio=r`` alone (binary, ``r`` per positive).
+    exclude
+        ``None`` (PyG's behaviour: seed edges may be sampled), ``"self"`` (each batch's
+        positive edges are removed from its sampled graph) or ``"reverse"`` (their reverses
+        too: ``(dst, src)`` in ``reverse_edge_type``, by default the same edge type when both
+        ends have one node type, else ``(dst, "rev_" + rel, src)``), as DGL's
+        ``exclude="self"``/``"reverse_types"``; see :mod:`loaders.sample.exclude`.
     **kwargs
         Everything :class:`~loaders.NeighborLoader` takes (``batch_size``, ``shuffle``,
         ``memory``, ``device``, ``output="pyg"|"raw"`` ...). ``output="dgl"`` is not served yet.
     """
 
     def __init__(self, store, num_neighbors, edge_label_index=None, edge_label=None, *,
-                 neg_sampling=None, neg_sampling_ratio=None, **kwargs):
+                 neg_sampling=None, neg_sampling_ratio=None, exclude: str | None = None,
+                 reverse_edge_type=None, **kwargs):
         if kwargs.get("output") == "dgl":
             raise UnsupportedArgumentError(
                 "Expected output='pyg' or 'raw' for link batches. Got output='dgl' instead: "
@@ -146,6 +154,7 @@ class LinkNeighborLoader(NeighborLoader):
                                            "input_nodes instead (a node-level argument).")
         self._link_args = (edge_label_index, edge_label,
                            NegativeSampling.parse(neg_sampling, neg_sampling_ratio))
+        self._exclude_args = (exclude, reverse_edge_type)
         super().__init__(store, num_neighbors, None, **kwargs)
 
     def _set_inputs(self, input_nodes) -> None:
@@ -163,8 +172,28 @@ class LinkNeighborLoader(NeighborLoader):
         self._pairs = np.ascontiguousarray(pairs)
         self._label = self._labels(label, pairs.shape[1], neg)
         self._cdf = self._weights(neg, et, n_dst)
+        self._exclude = self._exclusions(*self._exclude_args)
         # the node loader's bookkeeping: one input per seed edge
         self.seed_type, self.input_nodes, self._input_id = et.src, self._pairs[0], None
+
+    def _exclusions(self, exclude, reverse) -> tuple:
+        """``((edge type, reversed?), ...)`` whose seed pairs leave the sampled graph."""
+        if exclude is None:
+            return ()
+        et = self.edge_type
+        if exclude == "self":
+            return ((et, False),)
+        if exclude != "reverse":
+            raise LoaderArgumentError(f"Expected exclude None, 'self' or 'reverse'. Got "
+                                      f"{exclude!r} instead.")
+        if reverse is None:
+            reverse = et if et.src == et.dst else EdgeType(et.dst, "rev_" + et.rel, et.src)
+        reverse = EdgeType(*reverse)
+        if reverse not in self.store.edge_types or (reverse.src, reverse.dst) != (et.dst, et.src):
+            raise LoaderArgumentError(f"Expected a reverse edge type ({et.dst!r}, ..., "
+                                      f"{et.src!r}) among {self.store.edge_types}. Got "
+                                      f"{tuple(reverse)} instead: pass reverse_edge_type=.")
+        return ((et, False), (reverse, True)) if reverse != et else ((et, False), (et, True))
 
     def _labels(self, label, n: int, neg) -> np.ndarray | None:
         if label is None:
@@ -208,7 +237,7 @@ class LinkNeighborLoader(NeighborLoader):
                                  (self.store.num_nodes(self.edge_type.src),
                                   self.store.num_nodes(self.edge_type.dst)),
                                  np.asarray(pos, dtype=np.int64), seed=self.seed, epoch=epoch,
-                                 batch=k)
+                                 batch=k, exclude=self._exclude)
 
     def batch_seeds(self, pos: np.ndarray) -> np.ndarray:
         """The seed-type nodes a batch samples from (the presample pass ranks rows by them)."""
@@ -234,14 +263,16 @@ def _draw(key: int, endpoint: int, n: int, num_nodes: int, cdf, same: bool) -> n
 
 def sample_link_batch(sampler, et: EdgeType, src: np.ndarray, dst: np.ndarray, label,
                       neg: NegativeSampling | None, cdf, num_nodes: tuple[int, int],
-                      input_id: np.ndarray, *, seed: int, epoch: int,
-                      batch: int) -> SampledSubgraph:
+                      input_id: np.ndarray, *, seed: int, epoch: int, batch: int,
+                      exclude: tuple = ()) -> SampledSubgraph:
     """One link batch: the positive pairs ``(src, dst)`` (validated store ids), their
     negatives drawn from ``(seed, epoch, batch)``, the sampled computation graph of every
     endpoint (the sorted unique endpoints first, per type) and the link fields in
     ``SampledSubgraph.link``. ``cdf``: :func:`~loaders.sample.negative.cumulative_weights`
-    of the negatives' weight, or ``None`` (uniform)."""
+    of the negatives' weight, or ``None`` (uniform). ``exclude``: ``((edge type, reversed?),
+    ...)`` whose positive pairs (reversed: ``dst -> src``) are dropped from the sampled graph."""
     num_pos, same = src.shape[0], et.src == et.dst
+    pos_src, pos_dst = src, dst
     key = batch_key(seed, epoch, batch)
     if neg is not None and neg.mode == "binary":
         m = math.ceil(num_pos * neg.amount)
@@ -261,6 +292,10 @@ def sample_link_batch(sampler, et: EdgeType, src: np.ndarray, dst: np.ndarray, l
         d_seeds, inv_dst = np.unique(dst, return_inverse=True)
         sub = sampler.sample(s_seeds, et.src, seed=seed, epoch=epoch, batch=batch,
                              more_seeds={et.dst: d_seeds})
+    for xet, rev in exclude:
+        indptr, indices = sampler.graph.csc[xet]
+        a, b = (pos_dst, pos_src) if rev else (pos_src, pos_dst)
+        sub = drop_edges(sub, xet, seed_edge_ids(indptr, indices, a, b))
     link = {"edge_type": et, "input_id": input_id}
     if neg is None or neg.mode == "binary":
         link["edge_label_index"] = np.stack([inv_src, inv_dst]).astype(np.int64)

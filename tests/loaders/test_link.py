@@ -198,3 +198,58 @@ def test_pygs_linkloader_with_our_sampler(homo_store, mode):
             np.testing.assert_array_equal(n_id[b.src_index.numpy()], at[0])
             np.testing.assert_array_equal(n_id[b.dst_pos_index.numpy()], at[1])
             assert tuple(b.dst_neg_index.shape) == (32, 2)
+
+
+def _sampled_pairs(mb, et=("node", "to", "node")):
+    sub = mb.subgraph
+    n = sub.node[et[0]]
+    return set(zip(n[sub.row[et]].tolist(), sub.node[et[2]][sub.col[et]].tolist()))
+
+
+@pytest.mark.parametrize("exclude", ["self", "reverse"])
+def test_seed_edges_excluded(homo_store, exclude):
+    """With exclude=, no positive pair (nor, with 'reverse', its reverse) is among a batch's
+    sampled edges; without it, taking every neighbour, they all are."""
+    from loaders.sample.exclude import seed_edge_ids
+
+    pairs = _pairs(homo_store, 64, seed=9)
+    ind, idx = homo_store.csc()
+    rev_in_graph = seed_edge_ids(ind, idx, pairs[1], pairs[0]).size > 0
+    base = dict(batch_size=32, device="cpu")
+    plain = list(LinkNeighborLoader(homo_store, [-1], pairs, **base))
+    excl = list(LinkNeighborLoader(homo_store, [-1], pairs, exclude=exclude, **base))
+    for k, (a, b) in enumerate(zip(plain, excl)):
+        pos = set(zip(*pairs[:, 32 * k: 32 * (k + 1)].tolist()))
+        assert pos <= _sampled_pairs(a)            # every neighbour: the seed edges are there
+        got = _sampled_pairs(b)
+        assert not pos & got
+        rev = {(d, s) for s, d in pos}
+        if exclude == "reverse":
+            assert not rev & got
+        elif rev_in_graph:
+            assert rev & _sampled_pairs(a) <= got | pos  # 'self' keeps the reverses
+        assert np.array_equal(a.subgraph.node["node"], b.subgraph.node["node"])
+        sub = b.subgraph
+        et = ("node", "to", "node")
+        assert sum(sub.num_sampled_edges[et]) == sub.row[et].shape[0]
+
+
+def test_seed_edge_ids_against_brute_force(homo_store):
+    from loaders.sample.exclude import seed_edge_ids
+
+    ind, idx = homo_store.csc()
+    ei = _coo(homo_store)
+    pairs = np.concatenate([_pairs(homo_store, 50, seed=10), np.array([[0, 1], [5, 7]])], axis=1)
+    want = sorted(p for p in range(ei.shape[1])
+                  if any((ei[0, p] == s and ei[1, p] == d) for s, d in pairs.T))
+    assert seed_edge_ids(ind, idx, pairs[0], pairs[1]).tolist() == want
+
+
+def test_bad_exclude(homo_store, hetero_store):
+    pairs = _pairs(homo_store, 8, seed=11)
+    with pytest.raises(fs.FeatureStoreError, match="exclude"):
+        LinkNeighborLoader(homo_store, [2], pairs, exclude="everything", device="cpu")
+    et = ("paper", "cites", "paper")
+    with pytest.raises(fs.FeatureStoreError, match="reverse edge type"):
+        LinkNeighborLoader(hetero_store, [2], (et, np.array([[0], [1]])), exclude="reverse",
+                           reverse_edge_type=("author", "writes", "paper"), device="cpu")
