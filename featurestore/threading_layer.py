@@ -26,6 +26,7 @@ import ctypes
 import logging
 import os
 import sys
+import threading
 
 import numba
 import numpy as np
@@ -117,6 +118,7 @@ def choose() -> str | None:
 
 
 _SAFE: bool | None = None
+_PROBE_LOCK = threading.Lock()
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
@@ -135,6 +137,8 @@ def parallel_safe() -> bool:
     """
     global _SAFE
     if _SAFE is None:
-        _probe(np.zeros(2, np.int64))
-        _SAFE = numba.threading_layer() != "workqueue"
+        with _PROBE_LOCK:  # two threads probing at once would be the concurrent access itself
+            if _SAFE is None:
+                _probe(np.zeros(2, np.int64))
+                _SAFE = numba.threading_layer() != "workqueue"
     return _SAFE

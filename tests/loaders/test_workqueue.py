@@ -13,6 +13,14 @@ SCRIPT = """
 import sys, threading
 import numpy as np, numba
 import featurestore as fs
+from featurestore.threading_layer import parallel_safe
+
+gate = threading.Barrier(4)  # the first calls of several threads at once: one probe only
+def first_call():
+    gate.wait()
+    assert parallel_safe() is False
+ts = [threading.Thread(target=first_call) for _ in range(4)]
+[t.start() for t in ts]; [t.join() for t in ts]
 from loaders import NeighborLoader
 from loaders.datasets.synthetic import power_law_store
 from loaders.sample.negative import uniform_negatives
@@ -39,7 +47,8 @@ print("layer", numba.threading_layer(), "batches", n)
 def test_concurrent_loaders_under_workqueue(tmp_path):
     script = tmp_path / "wq.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue",
+    # an empty numba cache: the first calls of two threads overlap while kernels compile
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NUMBA_CACHE_DIR=str(tmp_path / "nc"),
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, str(script), str(tmp_path / "s")], capture_output=True,
                        text=True, timeout=600, env=env, cwd=ROOT)
