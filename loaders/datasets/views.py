@@ -57,7 +57,7 @@ def _torch_ids(ids) -> torch.Tensor:
 
 
 def _index(key, n: int, what: str = "rows") -> np.ndarray:
-    """Row ids of ``key`` (int, slice, ids, boolean mask; torch or numpy) over ``n`` rows.
+    """Row ids of ``key`` (int, slice, ids, boolean or uint8 mask; torch or numpy) over ``n`` rows.
 
     Negative ids count from the end, as torch's; an id outside ``[-n, n)`` raises
     :class:`IdsOutOfRangeError` naming ``what``.
@@ -67,6 +67,8 @@ def _index(key, n: int, what: str = "rows") -> np.ndarray:
     if isinstance(key, slice):
         return np.arange(n, dtype=np.int64)[key]
     key = np.asarray(key)
+    if key.dtype == np.uint8 and key.ndim == 1:  # torch reads a uint8 index as a mask
+        key = key.astype(np.bool_)
     if key.dtype == np.bool_:
         if key.shape != (n,):
             raise LoaderArgumentError(f"Expected a boolean mask of {n} entries. Got shape "

@@ -201,6 +201,30 @@ def test_lazy_rows_index_as_torch(homo_store_path):
             full[torch.as_tensor(bad)]
 
 
+def test_lazy_rows_masks_as_torch(homo_store_path):
+    """Issue 23 item 4: a torch.uint8 (or numpy uint8) index is a mask to torch, not ids 0/1
+    (``data.x[mask.byte()]`` gave copies of rows 0 and 1); every mask and id type answers as
+    torch answers on the resident tensor."""
+    import warnings
+
+    store = fs.open_store(homo_store_path)
+    n = store.num_nodes()
+    x = StoreData(store).x
+    full = torch.from_numpy(np.array(store.features().numpy()))
+    mask = torch.from_numpy(np.random.default_rng(0).random(n) < 0.3)
+    keys = [mask, mask.byte(), mask.numpy(), mask.numpy().astype(np.uint8), mask.tolist(),
+            torch.flatnonzero(mask) if hasattr(torch, "flatnonzero") else mask.nonzero()[:, 0],
+            mask.nonzero()[:, 0].tolist(), slice(3, 40, 7), 5]
+    for key in keys:
+        with warnings.catch_warnings():  # torch's own deprecation of uint8 masks
+            warnings.simplefilter("ignore")
+            want = full[key]
+        got = x[key]
+        assert got.shape == want.shape and torch.equal(got, want), type(key)
+    with pytest.raises(LoaderArgumentError):
+        x[mask.byte()[:-1]]  # a mask of the wrong length, as torch refuses it
+
+
 def test_ogb_pyg_y_is_a_column_and_squeezes(homo_store_path, hetero_store_path):
     """OGB's PygNodePropPredDataset: data.y is (N, 1) (read_csv(...).values); scripts write
     data.y.squeeze(1), data.y[idx] against out.argmax(-1, keepdim=True). PyG's OGB_MAG and a
