@@ -19,14 +19,20 @@ from preprocess.steps.idcheck import NO_BOUND, check_input_ids
 from preprocess.jobs.job import Job, StepContext, StepDef
 from preprocess.jobs.paths import input_location
 
-__all__ = ["run_edges_job", "edges_steps", "EdgesContext", "max_id"]
+__all__ = ["run_edges_job", "edges_steps", "EdgesContext", "max_id", "scan_ids"]
 
 log = logging.getLogger(__name__)
 
 
 def max_id(source: EdgeSource, block_edges: int | None = None) -> int:
     """The largest id of either endpoint (-1 when empty); negative ids raise, naming the file."""
-    hi = -1
+    return scan_ids(source, block_edges)[0]
+
+
+def scan_ids(source: EdgeSource, block_edges: int | None = None) -> tuple[int, int]:
+    """``(largest id of either endpoint or -1, number of edges)`` in one pass; negative ids
+    raise, naming the file."""
+    hi, edges = -1, 0
     for part in source.parts():
         at = 0
         for s, d in part.iter_blocks(block_edges):
@@ -40,7 +46,8 @@ def max_id(source: EdgeSource, block_edges: int | None = None) -> int:
                             f"{int(np.min(col))} in the block at edge {at}.") from e
                     hi = max(hi, int(np.max(col)))
             at += s.shape[0]
-    return hi
+        edges += at
+    return hi, edges
 
 
 @dataclass
@@ -64,8 +71,17 @@ def _add_nodes(ctx: EdgesContext) -> None:
     ctx.job.writer.add_node_type(ctx.options["node_type"], ctx.num_nodes)
 
 
+def _scan(ctx: EdgesContext) -> dict:
+    """The node count (largest id + 1) and the edge count, in one pass over the edges (it also
+    runs in a dry run, so that the plans that follow count real sizes)."""
+    hi, edges = scan_ids(ctx.source)
+    return {"num_nodes": hi + 1, "edges": edges}
+
+
 def _csc_plan(ctx: EdgesContext) -> dict:
     n, e, undirected = ctx.num_nodes, ctx.source.num_edges, ctx.options["undirected"]
+    if e is None:  # a CSV or parquet source: what the scan counted, when it ran
+        e = ctx.stats.get("scan:num_nodes", {}).get("edges")
     plan = plan_csc(n or 0, n or 0, e * (2 if undirected else 1) if e is not None else None,
                     ctx.budget_bytes)
     return {"edges": plan.num_edges, "passes": plan.est_passes,
@@ -87,9 +103,8 @@ def edges_steps(options: dict, num_edges: int | None) -> list[StepDef]:
     et = (nt, options["relation"], nt)
     steps = []
     if options["num_nodes"] is None:
-        steps.append(StepDef("scan:num_nodes",
-                             lambda ctx: {"num_nodes": max_id(ctx.source) + 1},
-                             {"edges": num_edges, "passes": 1}))
+        steps.append(StepDef("scan:num_nodes", _scan, {"edges": num_edges, "passes": 1},
+                             read_only=True))
     steps.append(StepDef(f"nodes:{nt}", _add_nodes, lambda ctx: {"nodes": ctx.num_nodes}))
     for etype, rev in [(et, False)] + ([(reverse_etype(et), True)] if options["csr"] else []):
         steps.append(StepDef(f"csc:{'__'.join(etype)}", partial(_csc, etype=etype, reverse=rev),

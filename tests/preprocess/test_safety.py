@@ -240,3 +240,19 @@ def test_dry_run_reports_the_disk_the_declared_ids_need(tmp_path):
     need = sum(int(st.plan.get("disk_bytes", 0)) for st in job.steps)
     assert need >= 20_000_001 * 16  # orig_id + indptr, int64 each: what the real run writes
     assert not (tmp_path / "out").exists()
+
+
+def test_edges_dry_run_counts_node_ids_and_edges(tmp_path):
+    """Issue 22 item 3: the edges job's dry run scans the ids (as the spec job's does): 20M
+    node ids need ~160 MB of indptr, not the 8 bytes it planned; two edges counted from the
+    CSV; nothing written."""
+    from preprocess.jobs.edges import run_edges_job
+
+    (tmp_path / "e.csv").write_text("src,dst\n0,1\n1,20000000\n")
+    job = run_edges_job(tmp_path / "e.csv", tmp_path / "out", dry_run=True, progress=False)
+    plans = {st.name: st.plan for st in job.steps}
+    assert plans["nodes:node"]["nodes"] == 20_000_001
+    assert plans["csc:node__to__node"]["edges"] == 2
+    need = sum(int(p.get("disk_bytes", 0)) for p in plans.values())
+    assert need >= 20_000_001 * 8  # indptr, int64: what the real run writes
+    assert not (tmp_path / "out").exists()
