@@ -34,12 +34,21 @@ from dataclasses import dataclass, field
 import google_crc32c
 import numpy as np
 
+from featurestore.errors import (
+    CorruptStoreError,
+    IncompleteStoreError,
+    NotAStoreError,
+    SchemaError,
+    StoreChangedError,
+    StoreExistsError,
+    StoreNotFoundError,
+    UnsafePathError,
+)
+from featurestore.fileio import pwrite_all
 from featurestore.format import names as fmt
 from featurestore.format.integrity import CHECKSUM_ALGORITHM, CHECKSUM_ATTR, file_checksums
+from featurestore.format.schema import parse_root
 from featurestore.format.shard import ShardLayout
-from featurestore.errors import (CorruptStoreError, IncompleteStoreError, NotAStoreError,
-                     StoreChangedError, StoreExistsError, StoreNotFoundError)
-from featurestore.fileio import pwrite_all
 from featurestore.remote.location import Location
 from featurestore.remote.lock import LOCK_NAME, WriteLock
 from featurestore.writer import _inspect, _remove_store_files
@@ -178,7 +187,10 @@ def plan_source(src: Location) -> tuple[bytes, dict, list[SourceFile]]:
         raise IncompleteStoreError(
             f"The store at {src.url} is incomplete (its writer never committed); it cannot be "
             "replicated. Finish the job that writes it first.")
+    parse_root(root_raw, src.url, src.path("zarr.json"))  # the reader's rules: names, types
     keys = list(attrs.get("arrays") or [])
+    for k in keys:
+        _check_key(k, src.path("zarr.json"))
     metas = _cat_all(src, [f"{k}/zarr.json" for k in keys])
     files: list[SourceFile] = []
     groups: set[str] = set()
@@ -191,6 +203,25 @@ def plan_source(src: Location) -> tuple[bytes, dict, list[SourceFile]]:
     sizes = _sizes(src, [f"{g}/zarr.json" for g in sorted(groups)], required=False)
     files += [SourceFile(rel, n) for rel, n in sizes.items()]
     return root_raw, attrs, files
+
+
+def _check_key(key, file: str) -> None:
+    """Refuse an array key that would reach outside the store: every part a non-empty name
+    without a leading ``.``, separators or control characters (as ``open_store`` refuses it),
+    before a byte is written."""
+    if not isinstance(key, str) or not key:
+        raise CorruptStoreError(f"{file}: expected array keys as non-empty strings. Got "
+                                f"{key!r} instead.")
+    for part in key.split("/"):
+        try:
+            fmt.check_name("array key part", part)
+        except UnsafePathError as e:
+            raise UnsafePathError(f"{file}: array key {key!r}: {e} Refusing to replicate: it "
+                                  "would write outside the target directory.") from e
+        except SchemaError as e:
+            if not part:
+                raise UnsafePathError(f"{file}: array key {key!r} has an empty part. Refusing "
+                                      "to replicate it.") from e
 
 
 def _cat_all(src: Location, rels: list[str]) -> dict[str, bytes]:

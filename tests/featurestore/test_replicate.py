@@ -244,3 +244,30 @@ def test_source_without_generation_is_copied_again_after_a_crash(tmp_path, monke
     assert rep.files_skipped == 0
     with fs.open_store(dst) as s:
         np.testing.assert_array_equal(s.features("v").gather(np.arange(2000)), x2)
+
+
+@pytest.mark.parametrize("evil", ["../victim.store/nodes/paper/features/feat", "/etc/x",
+                                  "nodes/../../victim.store/zarr", "nodes//paper"])
+def test_traversal_keys_refused_before_a_byte(tmp_path, evil):
+    """Issue 23 item 1: an array key from the source that reaches outside the target (a
+    neighbouring store's shard) is refused with UnsafePathError before anything is written;
+    the neighbour is untouched."""
+    import json
+
+    victim = tmp_path / "victim.store"
+    build(victim, seed=5)
+    before = tree(victim)
+    src = tmp_path / "a" / "src"  # its "../victim.store" is the attacker's, the target's ours
+    build(src, seed=6)
+    root = json.loads((src / "zarr.json").read_text())
+    key = root["attributes"]["arrays"][0]
+    root["attributes"]["arrays"][0] = evil
+    (src / "zarr.json").write_text(json.dumps(root))
+    evil_dir = src / evil if not evil.startswith("/") else None
+    if evil_dir is not None:  # the source serves the attacker's files under that key
+        shutil.copytree(src / key, evil_dir, dirs_exist_ok=True)
+    with pytest.raises(fs.UnsafePathError, match="array key"):
+        rp.replicate(str(src), tmp_path / "target.store", progress=False)
+    assert not (tmp_path / "target.store").exists() or not any(
+        (tmp_path / "target.store").iterdir())
+    assert tree(victim) == before
