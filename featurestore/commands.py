@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from featurestore.argtypes import positive_float, positive_int
 from featurestore.format import names as fmt
 from featurestore.store import open_store
 from featurestore.units import format_size
@@ -151,8 +152,8 @@ def register(sub) -> None:
         "until it is whole.", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("url", help="source store: path or fsspec URL (s3://, http://, ...)")
     p.add_argument("local", help="target directory (new, empty, or an unfinished replica)")
-    p.add_argument("--threads", type=int, default=8, help="copies in flight")
-    p.add_argument("--part-mib", type=float, default=32, help="MiB per copy task")
+    p.add_argument("--threads", type=positive_int, default=8, help="copies in flight")
+    p.add_argument("--part-mib", type=positive_float, default=32, help="MiB per copy task")
     p.add_argument("--force", action="store_true",
                    help="replace a store of this package found at LOCAL (never other files)")
     p.add_argument("--storage-options", help="fsspec options of the source, as JSON "

@@ -12,6 +12,7 @@ import json
 import sys
 
 from featurestore import open_store
+from featurestore.argtypes import fanout_list, positive_int
 
 __all__ = ["register"]
 
@@ -77,8 +78,9 @@ def register(sub) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("store", help="store path")
     p.add_argument("--input", default="train", help="seeds: TYPE:SPLIT, or SPLIT")
-    p.add_argument("--fanouts", default="15,10,5", help="per hop from the seeds")
-    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--fanouts", default="15,10,5", type=fanout_list,
+                   help="per hop from the seeds")
+    p.add_argument("--batch-size", type=positive_int, default=1024)
     p.add_argument("--memory", help="memory the loader's process may use (e.g. 16GiB; "
                    "default: the cgroup limit, else the memory available)")
     p.add_argument("--read-iops", type=float,

@@ -37,6 +37,7 @@ import numpy as np
 from featurestore.errors import (
     CorruptStoreError,
     IncompleteStoreError,
+    InvalidArgumentError,
     NotAStoreError,
     SchemaError,
     StoreChangedError,
@@ -132,6 +133,10 @@ def replicate(url, local, *, storage_options: dict | None = None, threads: int =
     ReplicateReport
         Counts of files and bytes copied and found in place.
     """
+    for name, v in (("threads", threads), ("part_bytes", part_bytes)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise InvalidArgumentError(f"Expected {name} as an integer >= 1. Got {v!r} "
+                                       f"instead.")
     t0 = time.perf_counter()
     src = Location(url, storage_options)
     dst = Location(local)
