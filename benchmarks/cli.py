@@ -50,7 +50,8 @@ def _run(args: argparse.Namespace) -> int:
     emit(report, args.out, args.plot)
     if args.json:
         write_json(report, args.json)
-    return 0
+    failed = [r for r in report.get("results", []) if isinstance(r, dict) and "error" in r]
+    return 1 if failed else 0  # a store that failed is in the report, and in the exit status
 
 
 def _all(args: argparse.Namespace) -> int:

@@ -296,3 +296,15 @@ def test_bench_all_runs_the_cache_part(tmp_path):
     assert cache["benchmark"] == "cache" and cache["results"][0]["table"]
     assert "## Feature-cache policies" in (out / "report.md").read_text()
     assert (out / "cache.json").exists()
+
+
+def test_bench_cache_exit_status_says_a_store_failed(tmp_path):
+    """Issue 23 item 10: a store that failed is recorded in the report and the command exits
+    non-zero (it exited 0)."""
+    from featurestore.cli import main
+
+    rc = main(["bench", "cache", "--store", str(tmp_path / "nothing"), "--out",
+               str(tmp_path / "out")])
+    assert rc == 1
+    rep = json.loads((tmp_path / "out" / "cache.json").read_text())
+    assert "StoreNotFoundError" in rep["results"][0]["error"]
