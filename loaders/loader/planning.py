@@ -25,6 +25,7 @@ from loaders.memory.budget import (
     resident_indptr_dtype,
 )
 from loaders.memory.cache import (
+    PARALLEL_GATHER_ROWS,
     FeatureCache,
     degree_counts,
     presample_counts,
@@ -61,6 +62,8 @@ def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epoch
     the feature caches (see :mod:`loaders.memory.budget`). ``ld``: the loader being built."""
     if memory is None and cache is None:
         return  # no budget asked and no cache wanted: the page cache decides, as before
+    limit_allocator_slack()  # the compile pass's freed buffers go back to the system
+    in_thread(_compile_kernels, ld)  # before the budget is read: compiled code is counted
     if memory is None:
         budget, source = available_memory(), "available to this process (cgroup or RAM)"
     else:
@@ -142,6 +145,38 @@ def _build_caches(ld, plan, policy, presample_epochs: int) -> None:
         if t not in caches:
             caches[t] = FeatureCache(f, np.empty(0, np.int64), pin=ld.pin,
                                      read_path=plan.read_path)
+
+
+def _compile_kernels(ld) -> None:
+    """Compile (or load from numba's cache) what the plan's passes and a batch run: one
+    small batch sampled, the gather's kernels on a few rows."""
+    order = ld.batch_order(0)
+    if order:
+        ld.sample_batch(0, 0, order[0][:64])
+    _compile_gather(ld, "direct")
+
+
+def _compile_gather(ld, read_path: str) -> None:
+    """Run a batch's gather kernels once on a few rows (a tiny cache, the serial and the
+    parallel variants, the cast when ``dtype=`` asks one) before the caches and batch buffers
+    take the budget. Compiled at the first batch instead, over a budget planned to the byte,
+    numba's compiler pushed a capped process with a cold kernel cache into thrashing (the
+    first R-MAT 22 run under memcap after the layout change: anon at the cap for minutes)."""
+    g = ld.gatherer
+    for t, f in g.features.items():
+        k = min(int(f.shape[0]), PARALLEL_GATHER_ROWS)
+        if k < 2:
+            continue
+        ids = np.arange(k, dtype=np.int64)
+        c = FeatureCache(f, ids[:2], pin=False, read_path=read_path)
+        try:
+            out = np.empty((k,) + tuple(f.shape[1:]), dtype=g.feature_dtypes[t])
+            stage = (np.empty((min(k, 256),) + tuple(f.shape[1:]), f.dtype)
+                     if g.casts[t] is not None else None)
+            for n in sorted({2, k}):  # the serial and (for k large enough) parallel kernels
+                c.gather(ids[:n], out=out[:n], stage=stage)
+        finally:
+            c.close()
 
 
 def _measure_batches(ld, k: int = 8) -> tuple[dict[str, int], int, int]:

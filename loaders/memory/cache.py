@@ -31,7 +31,8 @@ from loaders.memory.cast import cast_rows
 from loaders.sample.kernels import memcpy as _memcpy
 
 __all__ = ["HotTier", "FeatureCache", "CacheStats", "presample_counts", "presample_scores",
-           "degree_counts", "rank_rows", "row_order", "count_rows", "POLICIES"]
+           "degree_counts", "rank_rows", "PARALLEL_GATHER_ROWS", "row_order", "count_rows",
+           "POLICIES"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 POLICIES = ("presample", "degree")
 #: below this many ids the split runs on the calling thread only
 _PARALLEL_MIN = 1 << 14
+#: ids of a gather from which its kernels run in parallel (the loader compiles both kinds)
+PARALLEL_GATHER_ROWS = _PARALLEL_MIN
 
 
 # -- kernels ---------------------------------------------------------------------------------
