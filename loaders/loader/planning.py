@@ -165,15 +165,15 @@ def _compile_gather(ld, read_path: str) -> None:
     g = ld.gatherer
     for t, f in g.features.items():
         k = min(int(f.shape[0]), PARALLEL_GATHER_ROWS)
-        if k < 2:
+        if k < 4 or not f.reader.is_local:  # a remote store: no reads at construction
             continue
-        ids = np.arange(k, dtype=np.int64)
+        ids = np.resize(np.arange(4, dtype=np.int64), k)  # 2 hits, 2 misses: 2 rows read
         c = FeatureCache(f, ids[:2], pin=False, read_path=read_path)
         try:
             out = np.empty((k,) + tuple(f.shape[1:]), dtype=g.feature_dtypes[t])
             stage = (np.empty((min(k, 256),) + tuple(f.shape[1:]), f.dtype)
                      if g.casts[t] is not None else None)
-            for n in sorted({2, k}):  # the serial and (for k large enough) parallel kernels
+            for n in sorted({4, k}):  # the serial and (for k large enough) parallel kernels
                 c.gather(ids[:n], out=out[:n], stage=stage)
         finally:
             c.close()
