@@ -106,8 +106,8 @@ class Store(SchemaView):
         self.url = self.loc.url
         self.read_path, self.io_threads, self.cache_bytes = read_path, io_threads, cache_bytes
         self.loc.check_ranges()  # remote HTTP: an unreachable server or one without Range
-        try:
-            found = self.loc.exists()
+        try:  # a remote store's directory URL may answer 404 (no listings): its zarr.json counts
+            found = self.loc.exists() or (not self.loc.is_local and self.loc.exists("zarr.json"))
         except Exception as e:  # noqa: BLE001 - a remote store's transport errors, named
             if self.loc.is_local or not is_transport_error(e):
                 raise

@@ -37,6 +37,14 @@ class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         """Log nothing (one line per request otherwise)."""
 
+    def list_directory(self, path):
+        """A directory's listing, or 404 when the server has ``listings`` off (nginx without
+        autoindex, object-store endpoints and CDNs answer so)."""
+        if not getattr(self.server, "listings", True):
+            self.send_error(404, "No listing")
+            return None
+        return super().list_directory(path)
+
     def send_head(self):
         """Answer a Range request with 206 and the bytes; anything else as the base class."""
         rng = self.headers.get("Range")
@@ -111,7 +119,7 @@ class _Server(http.server.ThreadingHTTPServer):
 
 def serve_http(directory, counts: dict | None = None,
                paths: collections.Counter | None = None,
-               ranges: bool = True) -> tuple[str, Any]:
+               ranges: bool = True, listings: bool = True) -> tuple[str, Any]:
     """Serve ``directory`` read-only on 127.0.0.1 (a free port) with byte ranges.
 
     Parameters
@@ -127,6 +135,8 @@ def serve_http(directory, counts: dict | None = None,
     ranges
         ``False`` ignores ``Range`` headers and sends whole files, as ``python -m http.server``
         does (to test clients against servers without range support).
+    listings
+        ``False`` answers 404 for directory URLs, as servers without listings do.
 
     Returns
     -------
@@ -138,7 +148,7 @@ def serve_http(directory, counts: dict | None = None,
     handler = functools.partial(RangeRequestHandler, directory=os.fspath(directory))
     srv = _Server(("127.0.0.1", 0), handler)
     srv.counts, srv.paths, srv.counts_lock = counts, paths, threading.Lock()
-    srv.ranges = ranges
+    srv.ranges, srv.listings = ranges, listings
     srv._conns, srv._conns_lock = set(), threading.Lock()
     srv.daemon_threads = True
     t = threading.Thread(target=srv.serve_forever, daemon=True)

@@ -152,3 +152,24 @@ def test_remote_slices_retry_name_errors_and_read_only_strided_rows(store_dir):
         stop()
         with pytest.raises(RemoteStoreError, match="v"):
             _ = f[30:40]
+
+
+def test_server_without_listings_opens(store_dir):
+    """Issue 23 item 7: a server that answers 404 for the store's directory URL (nginx
+    without autoindex, object-store endpoints, CDNs) still serves the store through its
+    zarr.json; a URL with no zarr.json is still 'nothing there'."""
+    url, stop = serve_http(store_dir.parent, listings=False)
+    try:
+        import fsspec
+
+        assert not fsspec.filesystem("http").exists(f"{url}/{store_dir.name}/")  # 404
+        with fs.open_store(f"{url}/{store_dir.name}") as s:
+            local = fs.open_store(store_dir)
+            ids = np.arange(0, s.num_nodes(), 7)
+            np.testing.assert_array_equal(s.features("v").gather(ids),
+                                          local.features("v").gather(ids))
+            local.close()
+        with pytest.raises(fs.StoreNotFoundError, match="Nothing is there"):
+            fs.open_store(f"{url}/not-a-store")
+    finally:
+        stop()
