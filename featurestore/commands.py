@@ -43,7 +43,8 @@ def store_info(url, storage_options=None) -> dict:
         return {"url": s.url, "format": s.attrs.get("format"),
                 "format_version": s.attrs.get("format_version"), "complete": s.complete,
                 "node_types": nodes, "edge_types": edges,
-                "splits": s.schema.get("splits", {}), "bytes": du(""),
+                "splits": s.schema.get("splits", {}),
+                "edge_splits": s.schema.get("edge_splits", {}), "bytes": du(""),
                 "provenance": s.provenance}
     finally:
         s.close()
@@ -67,10 +68,20 @@ def _print_info(info: dict, out=None) -> None:
     for e in info["edge_types"]:
         w(f"  ({e['src']}, {e['rel']}, {e['dst']}){'':<4} {e['num_edges']:>14,} edges  "
           f"indices {e.get('indices_dtype', '?')}  {format_size(e['bytes'], 1)}\n")
+        for name, f in e.get("features", {}).items():
+            w(f"    edge feature {name:<10} {f['dtype']:>8} x {f['shape']}\n")
+        for name, v in e.get("values", {}).items():
+            w(f"    edge values  {name:<10} {v['dtype']:>8}\n")
     if info["splits"]:
         w("splits:\n")
         for name, per in info["splits"].items():
             w(f"  {name:<16} " + ", ".join(f"{nt}: {c:,}" for nt, c in per.items()) + "\n")
+    if info.get("edge_splits"):
+        w("edge splits:\n")
+        for name, per in info["edge_splits"].items():
+            w(f"  {name:<16} " + ", ".join(
+                f"{k}: {sp['count']:,} ({', '.join(sp['columns'])})" for k, sp in per.items())
+              + "\n")
     if info["provenance"]:
         w("provenance:\n")
         for p in info["provenance"]:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from featurestore.array import FeatureArray
+from featurestore.edge_data import EdgeData
 from featurestore.errors import (CorruptStoreError, FeatureStoreError, InvalidArgumentError,
                                  StoreNotFoundError, UnknownFeatureError, UnknownNodeTypeError,
                                  UnknownSplitError)
@@ -72,7 +73,7 @@ def open_store(url: str | os.PathLike, *, storage_options: dict | None = None,
 
 
 
-class Store(SchemaView):
+class Store(EdgeData, SchemaView):
     """A read-only feature store. Use :func:`open_store` to make one.
 
     At open the root ``zarr.json`` is parsed into :attr:`meta` (a checked

@@ -31,7 +31,8 @@ from featurestore.format.integrity import (
     file_checksums,
     native,
 )
-from featurestore.format.schema import ArraySpec, check_array_meta
+from featurestore.format import names as fmt
+from featurestore.format.schema import EDGE_ID_COLUMNS, ArraySpec, check_array_meta
 from featurestore.format.shard import MISSING, ShardLayout, check_shard_file
 from featurestore.rows.validate import first_out_of_range
 from featurestore.store import Store, open_store
@@ -108,9 +109,33 @@ def verify_report(url, *, storage_options=None, full: bool = True, data: bool = 
                 if bad >= 0:
                     rep.problems.append(f"split {name}/{nt}: id {int(ids[bad])} at position "
                                         f"{bad} outside [0, {n})")
+        rep.problems += _check_edge_splits(store, broken)
     finally:
         store.close()
     return rep
+
+
+def _check_edge_splits(store: Store, broken: set[str]) -> list[str]:
+    """Node ids of every edge split's ``src``, ``dst`` and ``neg_dst`` columns in range."""
+    out = []
+    for name, per in store.meta.edge_splits.items():
+        for et, sp in per.items():
+            for col in sp.columns:
+                key = fmt.edge_split_key(name, et, col)
+                if col not in EDGE_ID_COLUMNS or key in broken:
+                    continue
+                try:
+                    ids = native(np.asarray(store._vector(key))).reshape(-1)
+                except FeatureStoreError as err:
+                    out.append(f"{key}: {err}")
+                    continue
+                end = getattr(et, EDGE_ID_COLUMNS[col])
+                n = store.num_nodes(end)
+                bad = first_out_of_range(ids, n)
+                if bad >= 0:
+                    out.append(f"edge split {name}/{et.key()}/{col}: id {int(ids[bad])} at "
+                               f"position {bad} outside [0, {n}) ({end!r} nodes)")
+    return out
 
 
 def _check_array(store: Store, spec: ArraySpec, rep: VerifyReport, *, full: bool, data: bool,

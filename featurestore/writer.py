@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,11 +43,10 @@ from featurestore.remote.location import Location
 from featurestore.remote.lock import LOCK_NAME, WriteLock
 from featurestore.rows.validate import first_out_of_range
 from featurestore.version import __version__
+from featurestore.format.blocks import BLOCK_BYTES, _blocks_of, iter_blocks, row_blocks
+from featurestore.writer_edges import EdgeDataSteps
 
-__all__ = ["create_store", "StoreWriter", "iter_blocks"]
-
-#: bytes per block when the writer streams a large array given whole (a memory map, say).
-BLOCK_BYTES = 64 << 20
+__all__ = ["create_store", "StoreWriter", "iter_blocks", "BLOCK_BYTES"]
 
 
 def create_store(url: str | os.PathLike, *, mode: str = "w-",
@@ -66,25 +65,7 @@ def create_store(url: str | os.PathLike, *, mode: str = "w-",
     return StoreWriter(url, mode=mode, storage_options=storage_options)
 
 
-def iter_blocks(data, block_bytes: int = BLOCK_BYTES) -> Iterator[np.ndarray]:
-    """Split an array (or memory map) into row blocks of about ``block_bytes``."""
-    arr = np.asarray(data) if not isinstance(data, np.ndarray) else data
-    if arr.ndim == 0:
-        raise SchemaError(f"Expected an array with rows. Got a scalar {arr!r} instead.")
-    row = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
-    step = max(1, block_bytes // row)
-    for lo in range(0, arr.shape[0], step):
-        yield arr[lo:lo + step]
-
-
-def _blocks_of(data) -> Iterable[np.ndarray]:
-    """Row blocks of ``data``: an array-like is split into blocks; an iterator is used as is."""
-    if isinstance(data, (np.ndarray, list, tuple)) or hasattr(data, "__array__"):
-        return iter_blocks(data)
-    return data
-
-
-class StoreWriter:
+class StoreWriter(EdgeDataSteps):
     """Writes a store. Use :func:`create_store`; call :meth:`commit` when done."""
 
     def __init__(self, url, *, mode: str = "w-", storage_options: dict | None = None):
@@ -279,16 +260,7 @@ class StoreWriter:
         """
         fmt.check_name("feature", name)
         n = self._ntype(ntype).num_nodes
-        blocks = iter(_blocks_of(data))
-        if row_shape is None or dtype is None:
-            first = np.asarray(next(blocks, np.empty((0,) + tuple(row_shape or ()),
-                                                     dtype or np.float32)))
-            row_shape = tuple(row_shape) if row_shape is not None else first.shape[1:]
-            dtype = dtype if dtype is not None else first.dtype
-            blocks = _chain(first, blocks)
-        dtype = np.dtype(dtype)
-        if dtype.kind not in "fiub":
-            raise SchemaError(f"Expected a numeric feature dtype for {ntype}/{name}. Got {dtype}.")
+        blocks, dtype, row_shape = row_blocks(data, dtype, row_shape, f"feature {ntype}/{name}")
         self._write(fmt.feature_key(ntype, name), (n,) + tuple(row_shape), dtype, blocks,
                     compressors=compressors)
         self._record_feature(ntype, FeatureSchema(name, dtype, tuple(row_shape),
@@ -386,11 +358,6 @@ def _remove_store_files(loc: Location) -> None:
                                             name.endswith(".tmp"))
         if ours and name != LOCK_NAME:
             loc.fs.rm(p, recursive=True)
-
-
-def _chain(first, rest):
-    yield first
-    yield from rest
 
 
 def _first_decrease(a: np.ndarray) -> int:

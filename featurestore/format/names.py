@@ -14,7 +14,8 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "INNER_CHUNK_BYTES", "EdgeType", "node_group",
-           "orig_id_key", "feature_key", "values_key", "edge_key", "split_key", "check_name",
+           "orig_id_key", "feature_key", "values_key", "edge_key", "edge_feature_key",
+           "edge_values_key", "edge_split_key", "split_key", "check_name",
            "inner_chunk_rows", "index_dtype", "STORE_ENTRIES"]
 
 FORMAT_NAME = "graph-featurestore"
@@ -59,6 +60,21 @@ def values_key(ntype: str, name: str) -> str:
 def edge_key(etype: EdgeType, part: str) -> str:
     """``part`` is ``indptr`` or ``indices`` (CSC: per destination, its sources)."""
     return f"edges/{etype.key()}/{part}"
+
+
+def edge_feature_key(etype: EdgeType, name: str) -> str:
+    """Return the key of an edge type's feature array (rows in CSC edge order)."""
+    return f"edges/{etype.key()}/features/{name}"
+
+
+def edge_values_key(etype: EdgeType, name: str) -> str:
+    """Per-edge 1-D arrays (a relation id, a timestamp), in CSC edge order."""
+    return f"edges/{etype.key()}/values/{name}"
+
+
+def edge_split_key(name: str, etype: EdgeType, column: str) -> str:
+    """Return the key of one column (``src``, ``dst``, ``neg_dst`` ...) of an edge split."""
+    return f"edge_splits/{name}/{etype.key()}/{column}"
 
 
 def split_key(name: str, ntype: str) -> str:
@@ -107,4 +123,4 @@ def index_dtype(max_id: int) -> np.dtype:
 #: the top-level entries of a store directory this package writes (root metadata, the array
 #: groups, the jobs' manifest and scratch, the writer lock). Replacing a store removes these
 #: and nothing else: other files a user put beside them stay.
-STORE_ENTRIES = ("zarr.json", "nodes", "edges", "splits", ".preprocess")
+STORE_ENTRIES = ("zarr.json", "nodes", "edges", "splits", "edge_splits", ".preprocess")

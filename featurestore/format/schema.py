@@ -40,13 +40,15 @@ from featurestore.format.names import EdgeType
 from featurestore.format.shard import ShardLayout
 
 __all__ = ["FeatureSchema", "ValueSchema", "NodeTypeSchema", "EdgeTypeSchema", "ArraySpec",
-           "StoreSchema", "parse_dtype", "parse_root", "check_array_meta"]
+           "EdgeSplitSchema", "StoreSchema", "parse_dtype", "parse_root", "check_array_meta"]
 
 #: largest count accepted in a schema (row counts and offsets are int64).
 MAX_COUNT = 2**62
 #: dtypes an array of the store may have.
 _KINDS = "fiub"
 INDEX_DTYPES = ("int32", "int64")
+#: edge split columns holding node ids, and the end of the edge type whose ids they are.
+EDGE_ID_COLUMNS = {"src": "src", "dst": "dst", "neg_dst": "dst"}
 
 
 @dataclass(frozen=True)
@@ -101,12 +103,24 @@ class NodeTypeSchema:
 
 @dataclass(frozen=True)
 class EdgeTypeSchema:
-    """An edge type: ``(src, rel, dst)``, its edge count and the dtype of its indices."""
+    """An edge type: ``(src, rel, dst)``, its edge count, the dtype of its indices, and its
+    per-edge feature and value arrays (rows in CSC edge order: row ``i`` is the edge at
+    position ``i`` of ``indices``, the ``e_id`` the sampler returns)."""
 
     etype: EdgeType
     num_edges: int
     indices_dtype: np.dtype
     layout: str = "csc"
+    features: Mapping[str, FeatureSchema] = field(default_factory=dict)
+    values: Mapping[str, ValueSchema] = field(default_factory=dict)
+
+    def with_feature(self, f: FeatureSchema) -> EdgeTypeSchema:
+        """Return this edge type with edge feature ``f`` added (or replaced, in place)."""
+        return dataclasses.replace(self, features=_frozen({**self.features, f.name: f}))
+
+    def with_value(self, v: ValueSchema) -> EdgeTypeSchema:
+        """Return this edge type with per-edge value array ``v`` added (or replaced)."""
+        return dataclasses.replace(self, values=_frozen({**self.values, v.name: v}))
 
     @property
     def src(self) -> str:
@@ -125,8 +139,29 @@ class EdgeTypeSchema:
 
     def to_attrs(self) -> dict:
         """Return the JSON form of the root ``zarr.json``'s schema."""
-        return {"src": self.src, "rel": self.rel, "dst": self.dst, "num_edges": self.num_edges,
-                "layout": self.layout, "indices_dtype": self.indices_dtype.name}
+        out = {"src": self.src, "rel": self.rel, "dst": self.dst, "num_edges": self.num_edges,
+               "layout": self.layout, "indices_dtype": self.indices_dtype.name}
+        if self.features:  # absent when empty: stores without edge data stay byte-identical
+            out["features"] = {k: f.to_attrs() for k, f in self.features.items()}
+        if self.values:
+            out["values"] = {k: v.to_attrs() for k, v in self.values.items()}
+        return out
+
+
+@dataclass(frozen=True)
+class EdgeSplitSchema:
+    """The pairs of one edge type in an edge split: ``count`` rows of named columns (``src``
+    always; ``dst``, ``neg_dst``, ``label``, ``relation`` ... as written), each column's
+    dtype and row shape."""
+
+    count: int
+    columns: Mapping[str, FeatureSchema] = field(default_factory=dict)
+
+    def to_attrs(self) -> dict:
+        """Return the JSON form of the root ``zarr.json``'s schema."""
+        return {"count": self.count,
+                "columns": {k: {"dtype": c.dtype.name, "shape": list(c.shape)}
+                            for k, c in self.columns.items()}}
 
 
 @dataclass(frozen=True)
@@ -223,30 +258,42 @@ def _parse_node_types(P: _Parser, schema: dict, file: str) -> dict:
         if not isinstance(spec, dict):
             raise P.fail(path, f"expected an object, got {json_repr(spec)}")
         n = P.get(spec, "num_nodes", path, int)
-        feats = {}
-        for name, f in P.get(spec, "features", path, dict, default={}).items():
-            fp = f"{path}.features.{name}"
-            P.name("feature", name, fp)
-            if not isinstance(f, dict):
-                raise P.fail(fp, f"expected an object, got {json_repr(f)}")
-            shape = P.get(f, "shape", fp, list)
-            if len(shape) > 32:
-                raise P.fail(f"{fp}.shape", f"expected at most 32 dimensions, got {len(shape)}")
-            shape = tuple(P.count(s, f"{fp}.shape[{i}]") for i, s in enumerate(shape))
-            feats[name] = FeatureSchema(name, parse_dtype(P.get(f, "dtype", fp, str),
-                                                          f"{file}: {fp}.dtype"),
-                                        shape, P.get(f, "compressed", fp, bool, default=False))
-        vals = {}
-        for name, v in P.get(spec, "values", path, dict, default={}).items():
-            vp = f"{path}.values.{name}"
-            P.name("value", name, vp)
-            if not isinstance(v, dict):
-                raise P.fail(vp, f"expected an object, got {json_repr(v)}")
-            vals[name] = ValueSchema(name, parse_dtype(P.get(v, "dtype", vp, str),
-                                                       f"{file}: {vp}.dtype"))
-        nts[nt] = NodeTypeSchema(nt, n, _frozen(feats), _frozen(vals))
+        feats, vals = _parse_features(P, spec, path), _parse_values(P, spec, path)
+        nts[nt] = NodeTypeSchema(nt, n, feats, vals)
 
     return nts
+
+
+def _parse_row_schema(P: _Parser, f, fp: str, kind: str, name: str) -> FeatureSchema:
+    """A ``{"dtype", "shape"[, "compressed"]}`` object (a feature or an edge split column)."""
+    P.name(kind, name, fp)
+    if not isinstance(f, dict):
+        raise P.fail(fp, f"expected an object, got {json_repr(f)}")
+    shape = P.get(f, "shape", fp, list)
+    if len(shape) > 32:
+        raise P.fail(f"{fp}.shape", f"expected at most 32 dimensions, got {len(shape)}")
+    shape = tuple(P.count(s, f"{fp}.shape[{i}]") for i, s in enumerate(shape))
+    return FeatureSchema(name, parse_dtype(P.get(f, "dtype", fp, str), f"{P.file}: {fp}.dtype"),
+                         shape, P.get(f, "compressed", fp, bool, default=False))
+
+
+def _parse_features(P: _Parser, spec: dict, path: str) -> Mapping:
+    """The ``features`` of a node or edge type."""
+    return _frozen({name: _parse_row_schema(P, f, f"{path}.features.{name}", "feature", name)
+                    for name, f in P.get(spec, "features", path, dict, default={}).items()})
+
+
+def _parse_values(P: _Parser, spec: dict, path: str) -> Mapping:
+    """The ``values`` (1-D per-node or per-edge arrays) of a node or edge type."""
+    vals = {}
+    for name, v in P.get(spec, "values", path, dict, default={}).items():
+        vp = f"{path}.values.{name}"
+        P.name("value", name, vp)
+        if not isinstance(v, dict):
+            raise P.fail(vp, f"expected an object, got {json_repr(v)}")
+        vals[name] = ValueSchema(name, parse_dtype(P.get(v, "dtype", vp, str),
+                                                   f"{P.file}: {vp}.dtype"))
+    return _frozen(vals)
 
 
 def _parse_edge_types(P: _Parser, schema: dict, nts: dict) -> list:
@@ -275,7 +322,8 @@ def _parse_edge_types(P: _Parser, schema: dict, nts: dict) -> list:
         if idt not in INDEX_DTYPES:
             raise P.fail(f"{path}.indices_dtype",
                          f"expected one of {INDEX_DTYPES}, got {idt!r}")
-        ets.append(EdgeTypeSchema(et, P.get(e, "num_edges", path, int), np.dtype(idt), layout))
+        ets.append(EdgeTypeSchema(et, P.get(e, "num_edges", path, int), np.dtype(idt), layout,
+                                  _parse_features(P, e, path), _parse_values(P, e, path)))
 
     return ets
 
@@ -299,6 +347,37 @@ def _parse_splits(P: _Parser, schema: dict, nts: dict) -> dict:
     return splits
 
 
+def _parse_edge_splits(P: _Parser, schema: dict, ets: list) -> dict:
+    """The edge splits of a raw schema: per split, per edge type key, its pair columns."""
+    by_key = {e.etype.key(): e.etype for e in ets}
+    out = {}
+    for name, per in P.get(schema, "edge_splits", "schema", dict, default={}).items():
+        path = f"schema.edge_splits.{name}"
+        P.name("split", name, path)
+        if not isinstance(per, dict):
+            raise P.fail(path, f"expected an object, got {json_repr(per)}")
+        types = {}
+        for key, sp in per.items():
+            kp = f"{path}.{key}"
+            if key not in by_key:
+                raise P.fail(kp, f"expected an edge type key among {sorted(by_key)}, got "
+                                 f"{json_repr(key)}")
+            if not isinstance(sp, dict):
+                raise P.fail(kp, f"expected an object, got {json_repr(sp)}")
+            count = P.get(sp, "count", kp, int)
+            cols = {c: _parse_row_schema(P, v, f"{kp}.columns.{c}", "column", c)
+                    for c, v in P.get(sp, "columns", kp, dict).items()}
+            if "src" not in cols:
+                raise P.fail(f"{kp}.columns", "required column 'src' is missing")
+            for c in EDGE_ID_COLUMNS:
+                if c in cols and cols[c].dtype != np.dtype(np.int64):
+                    raise P.fail(f"{kp}.columns.{c}", f"expected int64 node ids, got "
+                                                      f"{cols[c].dtype.name}")
+            types[by_key[key]] = EdgeSplitSchema(count, _frozen(cols))
+        out[name] = _frozen(types)
+    return out
+
+
 @dataclass(frozen=True)
 class StoreSchema:
     """Everything the root ``zarr.json`` of a store says, typed and checked."""
@@ -314,6 +393,7 @@ class StoreSchema:
     generation: str | None = None
     provenance: tuple[dict, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    edge_splits: Mapping[str, Mapping[EdgeType, EdgeSplitSchema]] = field(default_factory=dict)
 
     # -- parsing ----------------------------------------------------------------------
     @classmethod
@@ -343,6 +423,7 @@ class StoreSchema:
         nts = _parse_node_types(P, schema, file)
         ets = _parse_edge_types(P, schema, nts)
         splits = _parse_splits(P, schema, nts)
+        edge_splits = _parse_edge_splits(P, schema, ets)
 
         arrays = P.get(attrs, "arrays", "", list, default=[])
         for i, key in enumerate(arrays):
@@ -353,7 +434,8 @@ class StoreSchema:
         return cls(url=url, format_version=int(version), complete=complete,
                    node_types=_frozen(nts), edge_types=tuple(ets), splits=_frozen(splits),
                    arrays=tuple(arrays), writer_version=writer_version, generation=generation,
-                   provenance=tuple(prov), extra=_frozen(extra))
+                   provenance=tuple(prov), extra=_frozen(extra),
+                   edge_splits=_frozen(edge_splits))
 
     def validate(self) -> StoreSchema:
         """Check the schema again (e.g. one built in code); returns it. Raises like from_attrs."""
@@ -376,6 +458,10 @@ class StoreSchema:
             "edge_types": [e.to_attrs() for e in self.edge_types],
             "splits": {k: dict(v) for k, v in self.splits.items()},
         }
+        if self.edge_splits:
+            out["schema"]["edge_splits"] = {
+                k: {et.key(): sp.to_attrs() for et, sp in per.items()}
+                for k, per in self.edge_splits.items()}
         out["provenance"] = [dict(p) if isinstance(p, Mapping) else p for p in self.provenance]
         if self.arrays:
             out["arrays"] = list(self.arrays)
@@ -409,6 +495,11 @@ class StoreSchema:
         """Return this schema with ``count`` nodes of ``ntype`` in split ``name``."""
         per = _frozen({**self.splits.get(name, {}), ntype: count})
         return dataclasses.replace(self, splits=_frozen({**self.splits, name: per}))
+
+    def with_edge_split(self, name: str, et: EdgeType, sp: EdgeSplitSchema) -> StoreSchema:
+        """Return this schema with the pairs ``sp`` of edge type ``et`` in edge split ``name``."""
+        per = _frozen({**self.edge_splits.get(name, {}), et: sp})
+        return dataclasses.replace(self, edge_splits=_frozen({**self.edge_splits, name: per}))
 
     def with_array(self, key: str) -> StoreSchema:
         """Return this schema with array ``key`` recorded as completely written."""
@@ -449,9 +540,20 @@ class StoreSchema:
             out.append(ArraySpec(fmt.edge_key(e.etype, "indptr"), (nd + 1,), np.dtype(np.int64)))
             out.append(ArraySpec(fmt.edge_key(e.etype, "indices"), (e.num_edges,),
                                  e.indices_dtype))
+            for name, f in e.features.items():
+                out.append(ArraySpec(fmt.edge_feature_key(e.etype, name),
+                                     (e.num_edges,) + f.shape, f.dtype, f.compressed))
+            for name, v in e.values.items():
+                out.append(ArraySpec(fmt.edge_values_key(e.etype, name), (e.num_edges,),
+                                     v.dtype))
         for name, per in self.splits.items():
             for nt, count in per.items():
                 out.append(ArraySpec(fmt.split_key(name, nt), (count,), np.dtype(np.int64)))
+        for name, per in self.edge_splits.items():
+            for et, sp in per.items():
+                for col, c in sp.columns.items():
+                    out.append(ArraySpec(fmt.edge_split_key(name, et, col),
+                                         (sp.count,) + c.shape, c.dtype))
         return out
 
     def array_spec(self, key: str) -> ArraySpec:
