@@ -1,4 +1,6 @@
-"""OGB-LSC's ``MAG240MDataset`` and ``MAG240MEvaluator`` over a store, so the MAG240M baselines
+"""OGB-LSC's ``MAG240MDataset`` and ``MAG240MEvaluator`` (and, from
+:mod:`loaders.datasets.lsc_wikikg`, ``WikiKG90Mv2Dataset`` and ``WikiKG90Mv2Evaluator``) over
+a store, so the MAG240M baselines
 (OGB-LSC's ``rgnn.py``, DGL's ``ogb_lsc/MAG240M/train.py``) keep their dataset lines::
 
     from loaders.datasets.lsc import MAG240MDataset, MAG240MEvaluator  # was: from ogb.lsc
@@ -18,11 +20,13 @@ import os
 import numpy as np
 
 from featurestore import Store, open_store
+from loaders.datasets.lsc_wikikg import (EvaluatorInputError, WikiKG90Mv2Dataset,
+                                         WikiKG90Mv2Evaluator)
 from loaders.errors import LoaderArgumentError
 from loaders.sample.relational import HomogeneousGraph
 
 __all__ = ["MAG240MDataset", "MAG240MEvaluator", "SubmissionModeError", "ogb_test_splits",
-           "dev_positions"]
+           "dev_positions", "WikiKG90Mv2Dataset", "WikiKG90Mv2Evaluator", "EvaluatorInputError"]
 
 #: OGB-LSC's split names, in the order its ``get_idx_split()`` lists them.
 SPLIT_NAMES = ("train", "valid", "test-whole", "test-dev", "test-challenge")

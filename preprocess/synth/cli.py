@@ -1,4 +1,4 @@
-"""``featurestore synth mag240m|papers100m ROOT --scale S``, ``featurestore synth rmat`` and
+"""``featurestore synth mag240m|papers100m|wikikg90mv2 ROOT --scale S``,
 ``featurestore synth sbm``."""
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def register(subparsers) -> None:
             q.add_argument("--compress", action="store_true",
                            help="deflate the .npz members like the official files")
         q.set_defaults(func=_run)
+    _register_wikikg(sub)
     q = sub.add_parser(
         "rmat",
         help="ROOT/{edges,feat,label,train,valid,test}.npy + spec.yaml: a skewed R-MAT graph",
@@ -53,6 +54,34 @@ def register(subparsers) -> None:
     q.add_argument("--no-progress", action="store_true", help="no progress bars")
     q.set_defaults(func=_run_rmat)
     _register_sbm(sub)
+
+
+def _register_wikikg(sub) -> None:
+    q = sub.add_parser(
+        "wikikg90mv2", help="ROOT/wikikg90m-v2 (meta.pt, processed/*.npy): a knowledge graph",
+        description="Write a synthetic WikiKG90Mv2 in the layout of the official download: "
+                    "typed entities with fp16 x 768 features that follow their type, Zipf "
+                    "relation frequencies, power-law entity degrees, relation domains and "
+                    "ranges; 15,000 / 15,000 / 10,000 evaluation queries at every scale.")
+    q.add_argument("root", metavar="ROOT", help="directory to write wikikg90m-v2/ into")
+    q.add_argument("--scale", type=float, default=0.001,
+                   help="fraction of the true entities and triples (default 0.001)")
+    q.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    q.add_argument("--no-progress", action="store_true", help="no progress bars")
+    q.set_defaults(func=_run_wikikg)
+
+
+def _run_wikikg(args: argparse.Namespace) -> int:
+    from preprocess.synth.wikikg import WikiSynthSpec, synth_wikikg90mv2
+
+    spec = WikiSynthSpec.at_scale(args.scale)
+    t = time.perf_counter()
+    paths = synth_wikikg90mv2(args.root, args.scale, seed=args.seed, spec=spec,
+                              progress=not args.no_progress)
+    print(f"wrote {paths.root} in {time.perf_counter() - t:.1f} s: {spec.num_entities:,} "
+          f"entities, {spec.num_relations:,} relations, {spec.train:,} triples, "
+          f"{spec.feature_bytes / 1e9:.2f} GB of features")
+    return 0
 
 
 def _register_sbm(sub) -> None:
