@@ -57,6 +57,8 @@ def to_pyg(mb: MiniBatch) -> Data | HeteroData:
             d.y = y
         for name, v in mb.attrs.get(t, {}).items():
             d[name] = v
+        for name, v in mb.edge_attrs.get(et, {}).items():
+            d[name] = v
         if isinstance(mb, HomogeneousBatch):  # the relational view: types per node and edge
             d.node_type, d.edge_type = mb.node_type, mb.edge_type
         return d
@@ -76,6 +78,8 @@ def to_pyg(mb: MiniBatch) -> Data | HeteroData:
         h[key].edge_index = _edge_index(sub, et, dev)
         h[key].e_id = to_tensor(sub.edge[et], dev)
         h[key].num_sampled_edges = list(sub.num_sampled_edges[et])
+        for name, v in mb.edge_attrs.get(et, {}).items():
+            h[key][name] = v
     s = h[sub.seed_type]
     s.batch_size = sub.batch_size
     s.input_id = to_tensor(sub.input_id, dev)

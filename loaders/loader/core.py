@@ -89,6 +89,11 @@ class NeighborLoader:
         attributes (``batch["paper"].year``); ``"all"`` for every one the store has. Default:
         all of them when ``data`` is a PyG view (``PygNodePropPredDataset(...)[0]``,
         ``OGB_MAG(...)[0]``) and ``output="pyg"``, else none.
+    edge_attrs
+        Edge features (PyG's ``edge_attr``) and per-edge values (``relation``, ``time``) of
+        the sampled edges, read by ``e_id`` (:mod:`~loaders.loader.edge_attrs`):
+        ``batch.edge_attr`` / ``batch[edge_type].relation``. Default: all the store has
+        (none in the relational view); ``()`` for none, or names.
     fanout_per
         ``"edge_type"`` (PyG's and DGL's typed sampling: each fanout per node and edge type)
         or ``"node"`` (per node over all its edge types together, uniformly: what a sampler
@@ -190,7 +195,7 @@ class NeighborLoader:
                  presample_epochs: int = 1, fanout_order: str | None = None,
                  transform: Callable[[Any], Any] | None = None, pin_memory: bool = False,
                  dtype=None, homogeneous: bool = False, fanout_per: str | None = None,
-                 attrs=None, gpu_cache_bytes: int | str = 0, **kwargs):
+                 attrs=None, edge_attrs=None, gpu_cache_bytes: int | str = 0, **kwargs):
         # a PyG/DGL-like view (loaders.datasets.views) stands for its store and names its output
         output = output or getattr(store, "default_output", "raw")
         pyg_view = getattr(store, "default_output", None) == "pyg"
@@ -232,7 +237,8 @@ class NeighborLoader:
         self.gatherer = BatchGather(store, feature, dtype=dtype, labels=labels,
                                     homogeneous=homogeneous, attrs=attrs,
                                     pyg_attrs=pyg_view and output == "pyg", pin=self.pin,
-                                    staging_bytes=int(staging_bytes), stats=self.stats)
+                                    staging_bytes=int(staging_bytes), stats=self.stats,
+                                    edge_attrs=edge_attrs)
         self._chunked = False  # tests set it to run the device path's chunking on the CPU
         self._convert = peer.wrap(self._converter(output))
         self.epoch = 0

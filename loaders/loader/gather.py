@@ -28,6 +28,7 @@ import torch
 from loaders.errors import LoaderArgumentError
 from loaders.loader.buffers import BufferPool, RingPool
 from loaders.memory.cast import cast_rows, resolve_dtype
+from loaders.loader.edge_attrs import EdgeAttrs, loader_edge_attrs
 from loaders.loader.node_attrs import NodeAttrs, loader_attrs
 from loaders.loader.stats import LoaderStats
 from loaders.memory.cache import FeatureCache
@@ -115,11 +116,11 @@ class HostSink:
         m = staged.shape[0]
         cast_rows(staged.numpy(), np.arange(m, dtype=np.int64), out.numpy())
 
-    def extras(self, ys: dict, attrs: dict) -> tuple[dict, dict]:
+    def extras(self, ys: dict, attrs: dict, eattrs: dict) -> tuple[dict, dict, dict]:
         """Labels (pinned with ``pin``) and attributes as they go into the batch."""
         if self.gather.pin:
             ys = {t: v.pin_memory() for t, v in ys.items()}
-        return ys, attrs
+        return ys, attrs, eattrs
 
     def finish(self, mb: MiniBatch, convert) -> Ready:
         """The converted batch."""
@@ -148,13 +149,14 @@ class DeviceSink:
             ring.record(self.stream)
         self.gather.stats.h2d_bytes += staged.nbytes
 
-    def extras(self, ys: dict, attrs: dict) -> tuple[dict, dict]:
-        """Labels and attributes copied to the device on the stream."""
+    def extras(self, ys: dict, attrs: dict, eattrs: dict) -> tuple[dict, dict, dict]:
+        """Labels and node and edge attributes copied to the device on the stream."""
         dev = self.device
         with on(self.stream):
             ys = {t: v.to(dev) for t, v in ys.items()}
             attrs = {t: {k: v.to(dev) for k, v in a.items()} for t, a in attrs.items()}
-        return ys, attrs
+            eattrs = {t: {k: v.to(dev) for k, v in a.items()} for t, a in eattrs.items()}
+        return ys, attrs, eattrs
 
     def finish(self, mb: MiniBatch, convert) -> Ready:
         """The converted batch (edge tensors go to the device on the stream too) and the
@@ -196,7 +198,8 @@ class BatchGather:
     """
 
     def __init__(self, store, feature, *, dtype, labels: bool, homogeneous, attrs,
-                 pyg_attrs: bool, pin: bool, staging_bytes: int, stats: LoaderStats):
+                 pyg_attrs: bool, pin: bool, staging_bytes: int, stats: LoaderStats,
+                 edge_attrs=None):
         self.pin, self.stats = pin, stats
         self.features = {t: store.features(t, feature) for t in store.node_types
                          if feature in store.feature_names(t)}
@@ -219,6 +222,7 @@ class BatchGather:
                     f"torch.float32) to cast them alike.")
             self.view = HomogeneousView.from_store(store, self.features, homogeneous)
         self.attrs: NodeAttrs = loader_attrs(store, attrs, homogeneous, pyg_attrs)
+        self.edge_attrs: EdgeAttrs = loader_edge_attrs(store, edge_attrs, homogeneous)
         #: feature caches per node type, when the memory plan has the features not fit
         self.caches: dict[str, FeatureCache] = {}
         #: GPU tiers per node type (``gpu_cache_bytes=``), used by the device sink
@@ -274,10 +278,10 @@ class BatchGather:
             for t in self.features:
                 x[t] = sink.empty(t, t, sub.node[t].shape[0])
                 self._fill(t, sub.node[t], x[t], sink)
-        ys, attrs = sink.extras(*self._extras(sub, dropped))
+        ys, attrs, eattrs = sink.extras(*self._extras(sub, dropped))
         y = ys.get(sub.seed_type)  # the seeds' labels: the first rows (seeds come first)
         y = None if y is None else y[: sub.batch_size]
-        return MiniBatch(sub, x, y, sink.device, ys, attrs)
+        return MiniBatch(sub, x, y, sink.device, ys, attrs, eattrs)
 
     def _fill(self, t: str, ids: np.ndarray, out: torch.Tensor, sink) -> None:
         """Rows ``ids`` of type ``t`` into ``out``: on a device with a GPU tier, its hits
@@ -328,8 +332,8 @@ class BatchGather:
         st.reads += c.stats.reads - s0[2]
         st.bytes_read += c.stats.bytes_read - s0[3]
 
-    def _extras(self, sub: SampledSubgraph, dropped) -> tuple[dict, dict]:
-        """The labels and attributes of a batch's nodes, less the dropped names."""
+    def _extras(self, sub: SampledSubgraph, dropped) -> tuple[dict, dict, dict]:
+        """The labels and attributes of a batch's nodes and edges, less the dropped names."""
         ys = {} if "y" in dropped else {
             t: torch.from_numpy(np.asarray(lab[sub.node[t]], dtype=np.int64))
             for t, lab in self.labels.items()}  # one fancy index per type
@@ -337,4 +341,8 @@ class BatchGather:
         if dropped and attrs:
             attrs = {t: {k: v for k, v in a.items() if k not in dropped}
                      for t, a in attrs.items()}
-        return ys, attrs
+        eattrs = self.edge_attrs.rows(sub.edge) if self.edge_attrs.per_type else {}
+        if dropped and eattrs:
+            eattrs = {t: {k: v for k, v in a.items() if k not in dropped}
+                      for t, a in eattrs.items()}
+        return ys, attrs, eattrs

@@ -96,7 +96,8 @@ class MiniBatch:
     labels (int64) of every sampled node of each node type with a ``label`` value array, in
     ``subgraph.node[ntype]`` order, all on ``device``. The seeds come first, so ``y`` is
     ``y_all[subgraph.seed_type][:batch_size]`` (a view of it). ``attrs`` holds, per node type,
-    the values and split masks the loader carries (``attrs=``), in the same order.
+    the values and split masks the loader carries (``attrs=``), in the same order;
+    ``edge_attrs`` per edge type the edge features and values (``edge_attrs=``).
     """
 
     subgraph: SampledSubgraph
@@ -105,6 +106,8 @@ class MiniBatch:
     device: torch.device
     y_all: dict[str, torch.Tensor] = field(default_factory=dict)
     attrs: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    #: per edge type, the edge features and values of ``subgraph.edge[et]`` (``edge_attrs=``)
+    edge_attrs: dict[EdgeType, dict[str, torch.Tensor]] = field(default_factory=dict)
 
 
 def _as_etype(et) -> EdgeType:

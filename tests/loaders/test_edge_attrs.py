@@ -1,0 +1,86 @@
+"""Edge features and per-edge values reach each batch by ``e_id``: every sampled edge carries
+the row of its own endpoints (the features encode them, an independent check)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import featurestore as fs
+import loaders
+from graph_helpers import random_csc
+from loaders.errors import LoaderArgumentError
+
+N = 300
+
+
+def _store(path, hetero=False):
+    rng = np.random.default_rng(0)
+    w = fs.create_store(path)
+    w.add_node_type("n", N)
+    w.add_features("n", "feat", rng.standard_normal((N, 4)).astype(np.float32))
+    ets = [("n", "r", "n")] + ([("n", "s", "n")] if hetero else [])
+    for k, et in enumerate(ets):
+        indptr, indices = random_csc(rng, N, N, 4000)[:2]
+        w.add_edge_type(et, indptr, indices)
+        dst = np.repeat(np.arange(N), np.diff(indptr))
+        # each edge's row: (its source, its destination, its edge type) as floats
+        w.add_edge_features(et, "edge_attr", np.stack(
+            [indices, dst, np.full_like(dst, k)], 1).astype(np.float32))
+        w.add_edge_values(et, "time", (indices.astype(np.int64) * 1000 + dst))
+    w.add_split("train", "n", np.arange(100))
+    w.commit()
+    return fs.open_store(path)
+
+
+def _check(n_id, edge_index, attr, time):
+    src, dst = n_id[edge_index[0]], n_id[edge_index[1]]
+    np.testing.assert_array_equal(attr[:, 0].long(), src)
+    np.testing.assert_array_equal(attr[:, 1].long(), dst)
+    np.testing.assert_array_equal(time, src * 1000 + dst)
+
+
+def test_node_batches_carry_edge_rows(tmp_path):
+    pytest.importorskip("torch_geometric")
+    store = _store(tmp_path / "s.store")
+    loader = loaders.NeighborLoader(store, [5, 3], "train", batch_size=32, output="pyg",
+                                    device="cpu")
+    for b in loader:
+        assert b.edge_attr.shape == (b.edge_index.shape[1], 3)
+        _check(b.n_id, b.edge_index, b.edge_attr, b.time)
+
+
+def test_hetero_and_link_batches_carry_edge_rows(tmp_path):
+    pytest.importorskip("torch_geometric")
+    store = _store(tmp_path / "s.store", hetero=True)
+    loader = loaders.LinkNeighborLoader(store, [4, 2], (("n", "r", "n"), None), batch_size=64,
+                                        neg_sampling_ratio=1.0, output="pyg", device="cpu")
+    b = next(iter(loader))
+    for k, et in enumerate([("n", "r", "n"), ("n", "s", "n")]):
+        e = b[et]
+        _check(b["n"].n_id, e.edge_index, e.edge_attr, e.time)
+        assert (e.edge_attr[:, 2] == k).all()
+
+
+def test_raw_batches_and_a_chosen_subset(tmp_path):
+    store = _store(tmp_path / "s.store")
+    et = store.edge_types[0]
+    loader = loaders.NeighborLoader(store, [5], "train", batch_size=50, edge_attrs=["time"],
+                                    device="cpu")
+    mb = next(iter(loader))
+    assert list(mb.edge_attrs[et]) == ["time"]
+    sub = mb.subgraph
+    np.testing.assert_array_equal(mb.edge_attrs[et]["time"].numpy(),
+                                  store.edge_values(et, "time")[sub.edge[et]])
+    none = loaders.NeighborLoader(store, [5], "train", batch_size=50, edge_attrs=(),
+                                  device="cpu")
+    assert next(iter(none)).edge_attrs == {}
+
+
+def test_unknown_edge_attr_and_relational_view_refused(tmp_path):
+    store = _store(tmp_path / "s.store")
+    with pytest.raises(LoaderArgumentError, match="edge_attr.*time.*Got \\['weight'\\]"):
+        loaders.NeighborLoader(store, [5], "train", edge_attrs=["weight"], device="cpu")
+    with pytest.raises(LoaderArgumentError, match="homogeneous"):
+        loaders.NeighborLoader(store, [5], "train", edge_attrs="all", homogeneous=True,
+                               device="cpu")
