@@ -75,6 +75,24 @@ class NegativeSampling:
                                       f"for triplet sampling. Got {a!r} instead.")
 
 
+def _split_pairs(store, name: str, et) -> tuple[EdgeType, np.ndarray, np.ndarray | None]:
+    """The pairs (and ``label`` column, if any) of the store's edge split ``name``."""
+    from featurestore.errors import UnknownSplitError
+
+    try:
+        cols = store.edge_split(name, et)
+    except UnknownSplitError as e:
+        raise LoaderArgumentError(f"Expected edge_label_index as pairs, or the name of an edge "
+                                  f"split of the store ({store.edge_split_names}): {e}") from e
+    et = store.edge_split_types(name)[0] if et is None else EdgeType(*et)
+    if "dst" not in cols:
+        raise LoaderArgumentError(f"Expected an edge split with a 'dst' column for "
+                                  f"edge_label_index. Got split {name!r} with columns "
+                                  f"{sorted(cols)} (queries without answers).")
+    pairs = np.stack([np.asarray(cols["src"], np.int64), np.asarray(cols["dst"], np.int64)])
+    return et, pairs, (np.asarray(cols["label"]) if "label" in cols else None)
+
+
 def _pairs(store, edge_label_index) -> tuple[EdgeType, np.ndarray]:
     """The edge type and the ``(2, E)`` int64 pairs asked for (every edge when ``None``)."""
     if isinstance(edge_label_index, tuple) and len(edge_label_index) == 2 and \
@@ -124,7 +142,9 @@ class LinkNeighborLoader(NeighborLoader):
     edge_label_index
         The positive pairs: a ``(2, E)`` integer array or tensor of ``(src, dst)`` store ids of
         the only edge type, ``(edge_type, pairs)`` on a typed store, or ``None`` (every edge,
-        PyG's default); ``pairs`` ``None`` in the tuple: every edge of that type.
+        PyG's default); ``pairs`` ``None`` in the tuple: every edge of that type. The name of
+        an edge split of the store (``"train"``, or ``(edge_type, "train")``) takes its
+        ``src``/``dst`` columns, and its ``label`` column unless ``edge_label`` is given.
     edge_label
         Labels of the pairs (``(E,)``). With binary negatives, a label set whose smallest
         value is 0 is shifted by one, as PyG shifts it, so that 0 means "negative".
@@ -161,7 +181,15 @@ class LinkNeighborLoader(NeighborLoader):
         """The seed edges: their type, pairs and labels, and the negative sampler."""
         eli, label, neg = self._link_args
         store = self.store
-        et, pairs = _pairs(store, eli)
+        if isinstance(eli, str) or (isinstance(eli, tuple) and len(eli) == 2
+                                    and isinstance(eli[1], str)):
+            name, et0 = (eli, None) if isinstance(eli, str) else (eli[1], eli[0])
+            if et0 is not None:
+                et0 = EdgeType(*et0) if not isinstance(et0, str) else _etype_named(store, et0)
+            et, pairs, split_label = _split_pairs(store, name, et0)
+            label = split_label if label is None else label
+        else:
+            et, pairs = _pairs(store, eli)
         n_src, n_dst = store.num_nodes(et.src), store.num_nodes(et.dst)
         if n_dst == 0 or n_src == 0:
             raise LoaderArgumentError(f"Expected nodes on both ends of {tuple(et)}. Got "

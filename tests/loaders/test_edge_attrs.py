@@ -84,3 +84,31 @@ def test_unknown_edge_attr_and_relational_view_refused(tmp_path):
     with pytest.raises(LoaderArgumentError, match="homogeneous"):
         loaders.NeighborLoader(store, [5], "train", edge_attrs="all", homogeneous=True,
                                device="cpu")
+
+
+def test_link_loader_takes_a_stored_edge_split(tmp_path):
+    pytest.importorskip("torch_geometric")
+    rng = np.random.default_rng(1)
+    src, dst = rng.integers(0, N, 40), rng.integers(0, N, 40)
+    label = rng.integers(0, 3, 40)
+    path = tmp_path / "t.store"
+    wr = fs.create_store(path)
+    wr.add_node_type("n", N)
+    indptr, indices = random_csc(rng, N, N, 2000)[:2]
+    wr.add_edge_type(("n", "r", "n"), indptr, indices)
+    wr.add_edge_split("train", ("n", "r", "n"), src=src, dst=dst, label=label)
+    wr.add_edge_split("test", ("n", "r", "n"), src=src)
+    wr.commit()
+    t = fs.open_store(path)
+    for eli in ("train", ("r", "train"), (("n", "r", "n"), "train")):
+        loader = loaders.LinkNeighborLoader(t, [3], eli, batch_size=40, output="pyg",
+                                            device="cpu")
+        b = next(iter(loader))
+        got = b.n_id[b.edge_label_index]
+        np.testing.assert_array_equal(got[0], src[b.input_id])
+        np.testing.assert_array_equal(got[1], dst[b.input_id])
+        np.testing.assert_array_equal(b.edge_label, label[b.input_id])
+    with pytest.raises(LoaderArgumentError, match="'dst' column"):
+        loaders.LinkNeighborLoader(t, [3], "test", device="cpu")
+    with pytest.raises(LoaderArgumentError, match="edge split"):
+        loaders.LinkNeighborLoader(t, [3], "valid", device="cpu")
