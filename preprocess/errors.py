@@ -19,6 +19,7 @@ __all__ = [
     "SpecError",
     "BudgetTooSmallError",
     "DaskNotInstalledError",
+    "EdgeColumnError",
 ]
 
 
@@ -56,3 +57,9 @@ class BudgetTooSmallError(PreprocessError, ValueError):
 
 class DaskNotInstalledError(PreprocessError, MissingDependencyError):
     """``--dask`` was asked for without ``dask[distributed]`` installed."""
+
+
+class EdgeColumnError(BadInputError):
+    """Per-edge columns (edge features, values) cannot be carried into CSC order: options that
+    merge or reorder edges without a rule for their rows (coalesce, unsorted neighbours), a
+    CSC that is not the input's, or a column of the wrong shape."""

@@ -1,0 +1,72 @@
+"""Numba kernels of the edge-column step (:mod:`preprocess.steps.edge_columns`).
+
+Each kernel works on one block; none allocates memory proportional to the edge count, and all
+release the GIL.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["compose_keys", "place_slots", "bucket_order"]
+
+
+@numba.njit(nogil=True, cache=True)
+def compose_keys(src, dst, pos0, shift, num_src, num_dst, drop_self_loops, out_key, out_dst):
+    """``out_key = src << shift | position`` and ``out_dst = dst`` for each edge of a block
+    whose first edge is at stream position ``pos0``; self loops are left out when
+    ``drop_self_loops``. Returns the number written, or ``-1 - i`` when edge ``i`` has an id
+    outside ``[0, num_src)`` / ``[0, num_dst)``."""
+    n = 0
+    for i in range(src.shape[0]):
+        s = np.int64(src[i])
+        d = np.int64(dst[i])
+        if s < 0 or s >= num_src or d < 0 or d >= num_dst:
+            return -1 - i
+        if drop_self_loops and s == d:
+            continue
+        out_key[n] = (s << shift) | (pos0 + i)
+        out_dst[n] = d
+        n += 1
+    return n
+
+
+@numba.njit(nogil=True, cache=True)
+def place_slots(keys, shift, slot0, slots, stored, check):
+    """For CSC slots ``slot0 ...`` holding sorted ``keys`` (see :func:`compose_keys`):
+    ``slots[position] = slot``. With ``check``, the key's source must equal ``stored[i]`` (the
+    store's ``indices`` there). Returns -1, or the first ``i`` where it does not."""
+    mask = (np.int64(1) << shift) - 1
+    bad = -1
+    for i in range(keys.shape[0]):
+        k = np.int64(keys[i])
+        slots[k & mask] = slot0 + i
+        if check and bad < 0 and (k >> shift) != np.int64(stored[i]):
+            bad = i
+    return bad
+
+
+@numba.njit(nogil=True, cache=True)
+def bucket_order(dest, bucket_rows, counts, order):
+    """Counting sort of a block's rows by output bucket (``dest // bucket_rows``), stable,
+    rows with ``dest < 0`` left out: ``order`` gets the row indices bucket by bucket and
+    ``counts[b]`` the rows of bucket ``b``. Returns the number of rows placed."""
+    nb = counts.shape[0]
+    for b in range(nb):
+        counts[b] = 0
+    for i in range(dest.shape[0]):
+        if dest[i] >= 0:
+            counts[dest[i] // bucket_rows] += 1
+    pos = np.empty(nb, np.int64)
+    acc = 0
+    for b in range(nb):
+        pos[b] = acc
+        acc += counts[b]
+    for i in range(dest.shape[0]):
+        v = dest[i]
+        if v >= 0:
+            b = v // bucket_rows
+            order[pos[b]] = i
+            pos[b] += 1
+    return acc
