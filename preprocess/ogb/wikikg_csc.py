@@ -73,6 +73,7 @@ def csc_with_relation(writer, etype, hrt: np.ndarray, path: str, *, num_entities
         os.makedirs(tmpdir, exist_ok=True)
     work = tempfile.mkdtemp(prefix="relation-", dir=tmpdir)
     rel_path = os.path.join(work, "relation.npy")
+    step = int(np.clip(budget_bytes // 64, 1 << 16, 1 << 23))  # ~32 bytes per edge at once
     state = {}
 
     def indptr_out(indptr):
@@ -84,11 +85,12 @@ def csc_with_relation(writer, etype, hrt: np.ndarray, path: str, *, num_entities
 
         def sources():
             at = 0
-            for keys in blocks:
-                src, rid = np.divmod(np.asarray(keys, np.int64), r)
-                rel[at:at + rid.shape[0]] = rid
-                at += rid.shape[0]
-                yield src.astype(idt)
+            for keys in blocks:  # split in pieces of the budget (the blocks are 64 MiB)
+                for lo in range(0, keys.shape[0], step):
+                    src, rid = np.divmod(np.asarray(keys[lo:lo + step], np.int64), r)
+                    rel[at:at + rid.shape[0]] = rid
+                    at += rid.shape[0]
+                    yield src.astype(idt)
 
         writer.add_edge_type(et, state["indptr"], sources(), indices_dtype=idt, validate=False)
         rel.flush()

@@ -262,3 +262,31 @@ def test_sigkill_mid_ingest_resumes_to_the_same_store(wiki_root, tmp_path):
         job = preprocess_wikikg90mv2(wiki_root, store, budget_bytes=16 << 20, progress=False)
         assert job.resumed
         assert store_snapshot(store) == want, k
+
+
+def test_csc_with_relation_on_random_triples_with_duplicates(tmp_path):
+    """600k random triples (3 pieces of the 16 MiB budget's key split; repeated triples,
+    one (h, t) under several relations, self loops): indices and relation values in the
+    order of a lexsort by (t, h, r)."""
+    from preprocess.ogb.wikikg_csc import csc_with_relation
+
+    rng = np.random.default_rng(5)
+    n, r, m = 700, 13, 600_000
+    hrt = np.stack([rng.integers(0, n, m), rng.integers(0, r, m), rng.integers(0, n, m)], 1)
+    hrt[:500] = hrt[500:1000]  # repeated triples
+    hrt[1000:1500, [0, 2]] = hrt[1500:2000, [0, 2]]  # same pair, other relations
+    hrt[2000:2100, 2] = hrt[2000:2100, 0]  # self loops
+    w = fs.create_store(tmp_path / "s")
+    w.add_node_type("entity", n)
+    stats = csc_with_relation(w, KG_ETYPE, hrt, "<test>", num_entities=n, num_relations=r,
+                              reverse=False, tmpdir=str(tmp_path / "tmp"),
+                              budget_bytes=16 << 20, progress=False)
+    w.commit()
+    assert stats["edges_out"] == m
+    s = fs.open_store(tmp_path / "s")
+    order = np.lexsort((hrt[:, 1], hrt[:, 0], hrt[:, 2]))
+    src, rel, dst = _csc_triples(s, KG_ETYPE)
+    np.testing.assert_array_equal(dst, hrt[order, 2])
+    np.testing.assert_array_equal(src, hrt[order, 0])
+    np.testing.assert_array_equal(rel, hrt[order, 1])
+    assert not os.listdir(tmp_path / "tmp")  # its scratch removed
