@@ -129,9 +129,20 @@ def register(subparsers) -> None:
     q.add_argument("--coalesce", action="store_true", help="remove duplicate edges")
     q.add_argument("--drop-self-loops", action="store_true")
     q.add_argument("--undirected", action="store_true",
-                   help="add the reverse of every edge and coalesce (PyG's ToUndirected)")
+                   help="add the reverse of every edge and coalesce (PyG's ToUndirected); "
+                        "with --edge-feature/--edge-value, without coalescing (the reverse "
+                        "edge carries the edge's row)")
     q.add_argument("--csr", action="store_true",
                    help="also store the CSR (out-neighbours) as edge type rev_RELATION")
+    q.add_argument("--edge-feature", metavar="COL[,COL...]|FILE.npy", default=None,
+                   help="carry these columns of the edge file (or an [E, F] .npy) into the "
+                        "store as the edge feature matrix edge_attr, in CSC edge order")
+    q.add_argument("--edge-feature-dtype", default=None,
+                   help="cast edge_attr to this dtype (e.g. float16)")
+    q.add_argument("--edge-value", metavar="NAME=COL|NAME=FILE.npy", action="append",
+                   type=_name_eq_col,
+                   default=[], help="carry a column of the edge file (or a 1-D .npy) into the "
+                                    "store as per-edge values NAME (repeatable)")
     add_dask_argument(q)
     q.set_defaults(func=_run_edges)
 
@@ -151,6 +162,16 @@ def _run_spec(args) -> int:
     return 0
 
 
+def _name_eq_col(item: str) -> tuple[str, str]:
+    """``NAME=COL`` of ``--edge-value`` (an argparse type: a usage error otherwise)."""
+    import argparse
+
+    name, sep, spec = item.partition("=")
+    if not sep or not name or not spec:
+        raise argparse.ArgumentTypeError(f"expected NAME=COL or NAME=FILE.npy, got {item!r}")
+    return name, spec
+
+
 def _run_edges(args) -> int:
     from preprocess.dask.run import dask_client
     from preprocess.jobs.edges import run_edges_job
@@ -158,6 +179,11 @@ def _run_edges(args) -> int:
     def col(c):
         return int(c) if args.no_header and str(c).isdigit() else c
 
+    values = {name: spec if spec.lower().endswith(".npy") else col(spec)
+              for name, spec in args.edge_value}
+    feature = args.edge_feature
+    if feature and not feature.lower().endswith(".npy"):
+        feature = [col(c) for c in feature.split(",") if c]
     kw = job_kwargs(args)
     with dask_client(args.dask) as client:
         job = run_edges_job(
@@ -165,7 +191,8 @@ def _run_edges(args) -> int:
             relation=args.relation, src_col=col(args.src_col), dst_col=col(args.dst_col),
             header=not args.no_header, delimiter=args.delimiter, coalesce=args.coalesce,
             drop_self_loops=args.drop_self_loops, undirected=args.undirected, csr=args.csr,
-            dask=client, scratch_dir=args.scratch, **kw)
+            dask=client, scratch_dir=args.scratch, edge_feature=feature or None,
+            edge_values=values or None, edge_feature_dtype=args.edge_feature_dtype, **kw)
     print(job.plan_text() if args.dry_run else job.summary())
     return 0
 

@@ -50,7 +50,7 @@ import numpy as np
 from featurestore.format import names as fmt
 from featurestore.format.names import EdgeType
 
-from preprocess.errors import BadInputError, EdgeColumnError, IdsOutOfRangeInputError
+from preprocess.errors import EdgeColumnError, IdsOutOfRangeInputError
 from preprocess.progress import bar
 from preprocess.sources.base import EdgeSource, concat
 from preprocess.sources.columns import open_columns
@@ -388,8 +388,8 @@ def _placed_blocks(source: FeatureSource, order: EdgeOrder, dtype: np.dtype, row
                 block = cast_block(np.asarray(block), dtype, source.name, state)
                 k = block.shape[0]
                 if at + k > n_in:
-                    raise BadInputError(f"Expected {n_in} rows in {source.name} (one per "
-                                        "input edge). Got more.")
+                    raise EdgeColumnError(f"Expected {n_in} rows in {source.name} (one per "
+                                          "input edge). Got more.")
                 dest = np.asarray(slots[at:at + k])
                 if order.symmetrize:
                     dest = np.concatenate([dest, slots[n_in + at:n_in + at + k]])
@@ -398,8 +398,8 @@ def _placed_blocks(source: FeatureSource, order: EdgeOrder, dtype: np.dtype, row
                 at += k
                 pb.update(k)
         if at != n_in:
-            raise BadInputError(f"Expected {n_in} rows in {source.name} (one per input edge). "
-                                f"Got {at}.")
+            raise EdgeColumnError(f"Expected {n_in} rows in {source.name} (one per input "
+                                  f"edge). Got {at}.")
         stats["overflow"] = state.get("overflow", 0)
         yield from placer.blocks(rows, source.name)
     finally:
@@ -424,8 +424,8 @@ def write_edge_column(writer, etype: Sequence[str], name: str, source: FeatureSo
                               f"({num_edges} edges). Got one of {order.edges_out} edges.")
     n = source.num_rows
     if n != order.edges_in:
-        raise BadInputError(f"Expected {order.edges_in} rows in {source.name} (one per input "
-                            f"edge of {tuple(et)}). Got {n} instead.")
+        raise EdgeColumnError(f"Expected {order.edges_in} rows in {source.name} (one per input "
+                              f"edge of {tuple(et)}). Got {n} instead.")
     dtype = np.dtype(dtype) if dtype is not None else source.dtype
     out_row = max(1, int(np.prod(source.row_shape, dtype=np.int64)) * dtype.itemsize)
     rows = max(1, min(int(budget_bytes // 8 // out_row), (64 << 20) // out_row))
