@@ -3,8 +3,9 @@
 Every draw is a pure function of ``(seed, epoch, batch, endpoint, position)``, as the
 neighbour sampler's (:mod:`loaders.sample.rng`), so a run's negatives do not depend on the
 thread count. The weighted draw inverts a cumulative table of weights with a binary search
-(float64, one entry per node of the destination type). The plain-Python twins at the bottom
-define the same streams for tests.
+(float64, one entry per node of the destination type). :func:`global_uniform_negatives`
+draws uniform ``(src, dst)`` pairs that are not edges (DGL's ``GlobalUniform``). The
+plain-Python twins define the same streams for tests.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from featurestore.threading_layer import parallel_safe
 from loaders.sample.rng import GOLDEN, MASK, mix, mix_py, node_state, node_state_py
 
 __all__ = ["negative_key", "uniform_negatives", "weighted_negatives", "degree_weights",
-           "cumulative_weights", "uniform_negatives_py", "weighted_negatives_py"]
+           "cumulative_weights", "edge_exists", "global_uniform_negatives",
+           "uniform_negatives_py", "weighted_negatives_py", "global_uniform_negatives_py"]
 
 #: tag mixed into a batch key for negative draws: no collision with (layer, etype) keys
 _NEG_TAG = 0x4E45_4700_0000
@@ -112,3 +114,81 @@ def weighted_negatives_py(key: int, n: int, cdf) -> list[int]:
         u = (z >> 11) / _2_53 * cdf[-1]
         out.append(min(bisect.bisect_right(cdf, u), len(cdf) - 1))
     return out
+
+
+# -- global uniform pairs (DGL's GlobalUniform) ---------------------------------------------
+@numba.njit(nogil=True, cache=True)
+def _edge_exists(indptr, indices, src, dst, out):
+    """``out[i]``: whether the edge ``src[i] -> dst[i]`` is in the CSC (a scan of ``dst[i]``'s
+    in-neighbours)."""
+    for i in range(src.shape[0]):
+        s = src[i]
+        found = False
+        for p in range(indptr[dst[i]], indptr[dst[i] + 1]):
+            if indices[p] == s:
+                found = True
+                break
+        out[i] = found
+
+
+def edge_exists(indptr, indices, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Whether each pair ``src[i] -> dst[i]`` is an edge of the CSC ``(indptr, indices)``."""
+    out = np.empty(src.shape[0], dtype=np.bool_)
+    _edge_exists(indptr, indices, np.ascontiguousarray(src, np.int64),
+                 np.ascontiguousarray(dst, np.int64), out)
+    return out
+
+
+def _global_draws(m: int) -> int:
+    """Candidates drawn in one round for ``m`` global negatives still missing."""
+    return m + (m + 1) // 2 + 16
+
+
+#: rounds of candidates before :func:`global_uniform_negatives` returns fewer than asked
+GLOBAL_ROUNDS = 8
+
+
+def global_uniform_negatives(key: int, m: int, num_src: int, num_dst: int, indptr, indices, *,
+                             exclude_self_loops: bool = True,
+                             replace: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Up to ``m`` ``(src, dst)`` pairs drawn uniformly that are not edges of the CSC
+    ``(indptr, indices)``, as DGL's ``GlobalUniform``: no self-loops with
+    ``exclude_self_loops`` (same source and destination type), no repeated pair unless
+    ``replace``. Round ``r`` draws candidates under endpoint keys ``2r`` and ``2r + 1`` of
+    :func:`negative_key` for the pairs still missing; after :data:`GLOBAL_ROUNDS` rounds
+    fewer come back (graphs where most pairs are edges; DGL: "may rarely return less")."""
+    src = dst = np.zeros(0, np.int64)
+    for r in range(GLOBAL_ROUNDS):
+        if src.shape[0] >= m:
+            break
+        c = _global_draws(m - src.shape[0])
+        s = uniform_negatives(negative_key(key, 2 * r), c, num_src)
+        d = uniform_negatives(negative_key(key, 2 * r + 1), c, num_dst)
+        keep = ~edge_exists(indptr, indices, s, d)
+        if exclude_self_loops:
+            keep &= s != d
+        src, dst = np.concatenate([src, s[keep]]), np.concatenate([dst, d[keep]])
+        if not replace:
+            _, first = np.unique(src * np.int64(num_dst) + dst, return_index=True)
+            first.sort()
+            src, dst = src[first], dst[first]
+    return src[:m], dst[:m]
+
+
+def global_uniform_negatives_py(key: int, m: int, num_src: int, num_dst: int, edges: set, *,
+                                exclude_self_loops: bool = True,
+                                replace: bool = False) -> list[tuple[int, int]]:
+    """The twin of :func:`global_uniform_negatives` (``edges``: a set of ``(src, dst)``)."""
+    out, seen = [], set()
+    for r in range(GLOBAL_ROUNDS):
+        if len(out) >= m:
+            break
+        c = _global_draws(m - len(out))
+        src = uniform_negatives_py(negative_key(key, 2 * r), c, num_src)
+        dst = uniform_negatives_py(negative_key(key, 2 * r + 1), c, num_dst)
+        for p in zip(src, dst):
+            if p in edges or (exclude_self_loops and p[0] == p[1]) or (not replace and p in seen):
+                continue
+            seen.add(p)
+            out.append(p)
+    return out[:m]
