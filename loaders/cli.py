@@ -12,7 +12,7 @@ import json
 import sys
 
 from featurestore import open_store
-from featurestore.argtypes import fanout_list, positive_int
+from featurestore.argtypes import fanout_list, positive_float, positive_int
 
 __all__ = ["register"]
 
@@ -24,14 +24,15 @@ def _cmd_plan(args) -> int:
     fanouts = [int(x) for x in args.fanouts.split(",") if x.strip()]
     memory = parse_size(args.memory) if args.memory else None
     with open_store(args.store) as s:
-        inp = parse_input(s, args.input)
+        inp = args.input if args.task == "link" else parse_input(s, args.input)
         iops, src = args.read_iops, "--read-iops"
         if iops is None and not args.no_probe:
             iops, src = _probe_iops(args.store, args.probe_seconds)
         p = plan(s, inp, fanouts, batch_size=args.batch_size, memory=memory, read_iops=iops,
                  read_iops_source=src, batches=args.batches, prefetch=args.prefetch,
                  batches_in_flight=args.batches_in_flight, device=args.device,
-                 seed=args.seed, feature=args.feature, ntype=args.ntype,
+                 seed=args.seed, feature=args.feature, ntype=args.ntype, task=args.task,
+                 neg_sampling_ratio=args.neg_sampling_ratio,
                  interpreter_bytes=parse_size(args.interpreter) if args.interpreter else None)
     if args.json:
         json.dump(p.as_dict(), sys.stdout, indent=2, default=str)
@@ -70,14 +71,21 @@ def register(sub) -> None:
     """Add ``plan`` to the ``featurestore`` parser."""
     p = sub.add_parser(
         "plan", help="capacity plan of a loader on a store: rows and bytes per batch, memory, "
-        "cache hit rate, reads per batch and the seeds/s bound",
+        "cache hit rate, reads per batch and the seeds/s (link: edges/s) bound",
         description="Samples batches as NeighborLoader(shuffle=True) would (no feature read) "
         "and prints what the loader needs and achieves: distinct rows and bytes per batch, rows "
         "touched per epoch, the memory plan, the static cache's hit rate at --memory, reads per "
         "batch after the cache and the seeds/s bound at the device's random-read rate.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("store", help="store path")
-    p.add_argument("--input", default="train", help="seeds: TYPE:SPLIT, or SPLIT")
+    p.add_argument("--task", choices=("node", "link"), default="node",
+                   help="node: NeighborLoader batches of seed nodes; link: LinkNeighborLoader "
+                   "batches of positive seed edges with binary negatives (rates in edges/s)")
+    p.add_argument("--input", default="train", help="seeds: TYPE:SPLIT, or SPLIT; with --task "
+                   "link an edge split ([REL:]SPLIT), else the edges into node split SPLIT, or "
+                   "'all' (every edge)")
+    p.add_argument("--neg-sampling-ratio", type=positive_float, default=1.0,
+                   help="binary negatives per positive edge (--task link)")
     p.add_argument("--fanouts", default="15,10,5", type=fanout_list,
                    help="per hop from the seeds")
     p.add_argument("--batch-size", type=positive_int, default=1024)

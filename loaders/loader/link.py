@@ -273,6 +273,19 @@ class LinkNeighborLoader(NeighborLoader):
             return np.unique(np.concatenate([self._pairs[0][pos], self._pairs[1][pos]]))
         return np.unique(self._pairs[0][pos])
 
+    def max_batch_seeds(self) -> dict[str, int]:
+        """The most seed nodes a batch samples from, per node type: ``B`` positives and
+        ``ceil(r * B)`` binary negatives give up to ``2 * (B + ceil(r * B))`` endpoints
+        (fewer when they repeat); triplets ``B`` sources and ``B * (1 + amount)``
+        destinations."""
+        et, b, neg = self.edge_type, self.batch_size, self.neg_sampling
+        pairs = b + (math.ceil(b * neg.amount) if neg is not None and neg.mode == "binary"
+                     else 0)
+        dst = b * (1 + int(neg.amount)) if neg is not None and neg.mode == "triplet" else pairs
+        if et.src == et.dst:
+            return {et.src: pairs + dst}
+        return {et.src: pairs, et.dst: dst}
+
     def _converter(self, output: str):
         convert = super()._converter(output)
         if output != "pyg":

@@ -35,7 +35,7 @@ from loaders.memory.cache import (
 from loaders.memory.gpu_cache import GpuTier, gpu_tier_rows
 from loaders.sample.sampler import CSCGraph, NeighborSampler
 
-__all__ = ["plan_memory", "build_gpu_tiers"]
+__all__ = ["plan_memory", "build_gpu_tiers", "max_batch_seeds"]
 
 
 def in_thread(fn, *args):
@@ -91,14 +91,24 @@ def _topology_bytes(graph: CSCGraph) -> int:
     return sum(p.nbytes + i.nbytes for p, i in graph.csc.values())
 
 
+def max_batch_seeds(ld) -> dict[str, int]:
+    """The most seed nodes a batch of loader ``ld`` samples from, per node type: its
+    ``max_batch_seeds()`` (a link loader's endpoints: up to ``2 * (B + ceil(r * B))``), else
+    ``batch_size`` of the seed type."""
+    own = getattr(ld, "max_batch_seeds", None)
+    return own() if own is not None else {ld.seed_type: ld.batch_size}
+
+
 def _bound(ld, row_bytes: dict) -> tuple[dict[str, int], int]:
-    """A bound without sampling: every type at its most rows per batch, and edges."""
+    """A bound without sampling: every type at its most rows per batch, and edges, from the
+    most seed nodes a batch has (:func:`max_batch_seeds`: a link batch's endpoints)."""
     g, mult, fan = ld.sampler.graph, 1, ld.sampler.fanouts
     for layer in range(fan.num_layers):
         widest = max(abs(v[layer]) if v[layer] >= 0 else 10**9 for v in fan.per_etype.values())
         mult *= 1 + max(widest, 0)
-    bound = {t: min(n, ld.batch_size * mult) for t, n in g.num_nodes.items() if t in row_bytes}
-    return bound, ld.batch_size * mult * max(len(g.edge_types), 1)
+    seeds = sum(max_batch_seeds(ld).values())
+    bound = {t: min(n, seeds * mult) for t, n in g.num_nodes.items() if t in row_bytes}
+    return bound, seeds * mult * max(len(g.edge_types), 1)
 
 
 def _measured_plan(ld, plan, common: dict, memory, topology):

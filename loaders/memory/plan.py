@@ -44,8 +44,8 @@ from loaders.memory.budget import resident_indptr_dtype
 from loaders.memory.cache import row_order
 from loaders.sample.seeds import resolve_input_nodes
 
-__all__ = ["Plan", "plan", "parse_input", "available_memory", "estimate_epoch_rows",
-           "memory_plan", "INTERPRETER_BYTES", "CURVE_SHARES"]
+__all__ = ["Plan", "plan", "parse_input", "link_input", "split_in_edges", "available_memory",
+           "estimate_epoch_rows", "memory_plan", "INTERPRETER_BYTES", "CURVE_SHARES", "TASKS"]
 
 #: memory a Python process holding numpy, numba, torch and the loader takes before any batch
 #: (what ``import loaders`` holds, docs/benchmarks.md, and some more for numba's compiled
@@ -60,6 +60,8 @@ EDGE_BYTES = 24
 #: bytes per sampled node the sampler's output holds (its store id).
 NODE_BYTES = 8
 IO_BYTES = 4096
+#: what a plan is for: node batches (``NeighborLoader``) or link batches (``LinkNeighborLoader``)
+TASKS = ("node", "link")
 
 
 def parse_input(store, text) -> tuple[str, str]:
@@ -82,6 +84,52 @@ def parse_input(store, text) -> tuple[str, str]:
         raise UnknownSplitError(f"Split {text!r} of {store.url} has node types {sorted(per)}: "
                                 f"name one as TYPE:{text}.")
     return next(iter(per)), text
+
+
+def split_in_edges(store, split: str, etype=None) -> np.ndarray:
+    """``(2, E)`` int64: the edges of ``etype`` (the only one by default) into the nodes of
+    node split ``split``, in CSC order: the seed edges of a link benchmark or plan on a store
+    that has node splits only."""
+    et = store.edge_types[0] if etype is None and len(store.edge_types) == 1 else etype
+    if et is None:
+        raise LoaderArgumentError(f"Expected an edge type among {store.edge_types} for the "
+                                  f"edges into split {split!r}. Got none.")
+    indptr, indices = store.csc(et)
+    dst = np.asarray(store.split(split, et[2]), np.int64)
+    lo = np.asarray(indptr[dst], np.int64)
+    counts = np.asarray(indptr[dst + 1], np.int64) - lo
+    starts = np.cumsum(counts) - counts
+    pos = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - starts, counts)
+    return np.stack([np.asarray(indices[pos], np.int64), np.repeat(dst, counts)])
+
+
+def link_input(store, text):
+    """What ``--input`` names for link batches, as ``LinkNeighborLoader(edge_label_index=)``
+    takes it: ``None``/``"all"`` every edge; ``SPLIT`` or ``REL:SPLIT`` an edge split of the
+    store (its pairs), else the edges into the nodes of node split ``SPLIT``
+    (:func:`split_in_edges`); arrays and tuples as they are."""
+    if text is None or (isinstance(text, str) and text == "all"):
+        return None
+    if not isinstance(text, str):
+        return text
+    rel, _, name = text.rpartition(":")
+    et = None
+    if rel:
+        hits = [e for e in store.edge_types if e.rel == rel]
+        if len(hits) != 1:
+            raise LoaderArgumentError(f"Expected REL:SPLIT with REL among "
+                                      f"{[e.rel for e in store.edge_types]}. Got {text!r}.")
+        et = hits[0]
+    if name in store.edge_split_names:
+        return name if et is None else (et, name)
+    if name in store.split_names:
+        pairs = split_in_edges(store, name, et)
+        return pairs if et is None else (et, pairs)
+    from featurestore.errors import UnknownSplitError
+
+    raise UnknownSplitError(f"Expected an edge split ({store.edge_split_names}), a node split "
+                            f"({store.split_names}) or 'all' for link batches of {store.url}. "
+                            f"Got {text!r} instead.")
 
 
 def available_memory() -> tuple[int, str]:
@@ -169,10 +217,33 @@ class Plan:
     seeds_per_s_bound: float | None
     curve: list = field(default_factory=list)
     loader_plan: dict | None = None
+    #: ``"node"`` (seeds are nodes) or ``"link"`` (seeds are positive edges: every
+    #: ``seeds_per_s`` figure is then positive edges/s, and ``num_inputs`` counts edges)
+    task: str = "node"
+    neg_sampling_ratio: float | None = None
+    #: seed nodes a batch samples from: the bound (``2 * (B + ceil(r * B))`` for link
+    #: batches) and the most measured (endpoints repeat)
+    seed_nodes_per_batch_bound: int | None = None
+    seed_nodes_per_batch_max: int | None = None
+
+    @property
+    def edges_per_s_bound(self) -> float | None:
+        """Positive seed edges/s the loader can reach (link plans; ``None`` for node plans)."""
+        return self.seeds_per_s_bound if self.task == "link" else None
 
     def as_dict(self) -> dict:
-        """The plan as a JSON-ready dict."""
-        return asdict(self)
+        """The plan as a JSON-ready dict (with ``edges_per_s_bound`` for link plans)."""
+        return dict(asdict(self), edges_per_s_bound=self.edges_per_s_bound)
+
+    def _seeds_row(self) -> tuple[str, str]:
+        head = (f"batch {self.batch_size}, fanouts {self.fanouts}: {self.batches_per_epoch} "
+                "batches per epoch")
+        if self.task != "link":
+            return "seeds", f"{self.num_inputs:,} {self.seed_type} nodes, {head}"
+        return "seed edges", (
+            f"{self.num_inputs:,} positive edges, {self.neg_sampling_ratio:g} binary "
+            f"negative(s) each, {head}; up to {self.seed_nodes_per_batch_bound:,} seed nodes "
+            f"per batch (measured max {self.seed_nodes_per_batch_max:,})")
 
     def table(self) -> str:
         """The plan as a two-column text table."""
@@ -180,10 +251,10 @@ class Plan:
 
         m = self.memory
         nt = self.ntype
+        u = "edges" if self.task == "link" else "seeds"
         rows = [
             ("store", self.store),
-            ("seeds", f"{self.num_inputs:,} {self.seed_type} nodes, batch {self.batch_size}, "
-                      f"fanouts {self.fanouts}: {self.batches_per_epoch} batches per epoch"),
+            self._seeds_row(),
             ("batches sampled", f"{self.sampled_batches}"
              + (" (a whole epoch)" if self.whole_epoch else "")),
             ("distinct rows per batch", ", ".join(
@@ -208,16 +279,16 @@ class Plan:
              f"({self.ios_per_batch:,.0f} I/Os)"),
             ("device random reads/s", f"{self.read_iops:,.0f} ({self.read_iops_source})"
              if self.read_iops else "not given"),
-            ("seeds/s bound: device", _rate(self.seeds_per_s_io_bound)),
-            ("seeds/s bound: sampling (this machine)", f"{self.seeds_per_s_sample_bound:,.0f} "
+            (f"{u}/s bound: device", _rate(self.seeds_per_s_io_bound)),
+            (f"{u}/s bound: sampling (this machine)", f"{self.seeds_per_s_sample_bound:,.0f} "
              f"({1e3 * self.sample_s_per_batch:.1f} ms per batch, one sampler thread)"),
-            ("seeds/s bound", _rate(self.seeds_per_s_bound)),
+            (f"{u}/s bound", _rate(self.seeds_per_s_bound)),
         ]
         w = max(len(k) for k, _ in rows)
         out = [f"{k:<{w}}  {v}" for k, v in rows]
         if self.curve:
             out += ["", f"{'cached rows':>12} {'cache':>10} {'memory needed':>14} {'hit rate':>9} "
-                    f"{'reads/batch':>12} {'seeds/s (device)':>17}"]
+                    f"{'reads/batch':>12} {u + '/s (device)':>17}"]
             for c in self.curve:
                 out.append(f"{c['share']:>12.0%} {fz(c['cache_bytes'], 1):>10} "
                            f"{fz(c['memory_needed'], 1):>14} {c['hit_rate']:>9.1%} "
@@ -239,8 +310,12 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
          batches_in_flight: int = 2, device: str = "cpu",
          interpreter_bytes: int | None = None, staging_bytes: int = 64 << 20,
          feature: str = "feat", ntype: str | None = None, seed: int = 0,
-         curve=CURVE_SHARES, use_budget: bool | None = None) -> Plan:
-    """Measure and plan a loader on ``store``.
+         curve=CURVE_SHARES, use_budget: bool | None = None, task: str = "node",
+         neg_sampling_ratio: float = 1.0) -> Plan:
+    """Measure and plan a loader on ``store``: ``task="node"`` a
+    :class:`loaders.NeighborLoader`, ``"link"`` a :class:`loaders.LinkNeighborLoader`
+    (``input_nodes`` is then its ``edge_label_index``, see :func:`link_input`, with
+    ``neg_sampling_ratio`` binary negatives per positive; rates count positive edges).
 
     Parameters
     ----------
@@ -280,10 +355,16 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     """
     if interpreter_bytes is None:
         interpreter_bytes = max(MIN_INTERPRETER_BYTES, sysmem.rss_anon())
-    if isinstance(input_nodes, str):
+    if task not in TASKS:
+        raise LoaderArgumentError(f"Expected task in {TASKS}. Got {task!r} instead.")
+    link = None
+    if task == "link":
+        link = _link_loader(store, input_nodes, num_neighbors, batch_size, neg_sampling_ratio,
+                            feature, seed)
+    elif isinstance(input_nodes, str):
         input_nodes = parse_input(store, input_nodes)
     m = _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
-                 feature, ntype, seed)
+                 feature, ntype, seed, link)
     if memory is None:
         memory, source = available_memory()
     else:
@@ -323,7 +404,10 @@ def _assemble(store, num_neighbors, batch_size, m, r, mem, cache_rows, model, lp
                 seeds_per_s_io_bound=io, sample_s_per_batch=r.samp,
                 seeds_per_s_sample_bound=r.sample_bound,
                 seeds_per_s_bound=min(x for x in (io, r.sample_bound) if x is not None),
-                curve=pts, loader_plan=lp.as_dict() if lp is not None else None)
+                curve=pts, loader_plan=lp.as_dict() if lp is not None else None,
+                task=m.task, neg_sampling_ratio=m.ratio,
+                seed_nodes_per_batch_bound=m.seed_bound,
+                seed_nodes_per_batch_max=int(max(m.seed_nodes)))
 
 
 @dataclass
@@ -343,12 +427,32 @@ class _Measured:
     trace: cp.AccessTrace
     feat_bytes: int
     num_rows: int
+    seed_nodes: list
+    seed_bound: int
+    task: str = "node"
+    ratio: float | None = None
+
+
+def _link_loader(store, edge_label_index, num_neighbors, batch_size, ratio, feature, seed):
+    """The :class:`loaders.LinkNeighborLoader` whose batches a link plan samples (no budget,
+    no cache: nothing read at construction)."""
+    from loaders.loader.link import LinkNeighborLoader
+
+    return LinkNeighborLoader(store, num_neighbors, link_input(store, edge_label_index),
+                              neg_sampling_ratio=ratio, batch_size=batch_size, shuffle=True,
+                              seed=seed, memory=None, cache=None, output="raw", device="cpu",
+                              feature=feature, edge_attrs=())
 
 
 def _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
-             feature, ntype, seed) -> _Measured:
-    """Sample two epochs' worth of batches as the loader would, recording rows and timings."""
-    seed_type, inputs = resolve_input_nodes(store, input_nodes)
+             feature, ntype, seed, link=None) -> _Measured:
+    """Sample two epochs' worth of batches as the loader would (``link``: that link loader's
+    batches), recording rows and timings."""
+    if link is None:
+        seed_type, inputs = resolve_input_nodes(store, input_nodes)
+        bound = {seed_type: batch_size}
+    else:
+        seed_type, inputs, bound = link.seed_type, link.input_nodes, link.max_batch_seeds()
     ntype = ntype or cp.feature_type(store, seed_type, feature)
     per_epoch = -(-inputs.shape[0] // batch_size)
     b = per_epoch if batches is None and per_epoch <= max_whole_epoch else \
@@ -357,22 +461,31 @@ def _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_e
                 if feature in store.feature_names(t)}
     rows_of = {t: [] for t in featured}
     edges: list[int] = []
+    seed_nodes: list[int] = []
 
     def on_batch(sub):
         for t in featured:
             rows_of[t].append(int(sub.node[t].shape[0]))
         edges.append(sub.num_edges)
+        seed_nodes.append(sum(int(v[0]) for v in sub.num_sampled_nodes.values() if v))
 
     timings: list[float] = []
-    trace = cp.record_trace(store, input_nodes, num_neighbors, batch_size=batch_size, epochs=2,
-                            ntype=ntype, seed=seed, max_batches=b, timings=timings,
-                            on_batch=on_batch)
+    if link is None:
+        trace = cp.record_trace(store, input_nodes, num_neighbors, batch_size=batch_size,
+                                epochs=2, ntype=ntype, seed=seed, max_batches=b,
+                                timings=timings, on_batch=on_batch)
+    else:
+        trace = cp.record_loader_trace(link, epochs=2, ntype=ntype, max_batches=b,
+                                       timings=timings, on_batch=on_batch)
     row_bytes = {t: int(f.row_bytes) for t, f in featured.items()}
     mean_rows = {t: float(np.mean(v)) for t, v in rows_of.items()}
+    neg = None if link is None else link.neg_sampling
     return _Measured(seed_type, inputs, ntype, per_epoch, featured, row_bytes, mean_rows,
                      {t: int(np.max(v)) for t, v in rows_of.items()}, edges, timings, trace,
                      int(round(sum(mean_rows[t] * row_bytes[t] for t in featured))),
-                     trace.num_rows)
+                     trace.num_rows, seed_nodes, sum(bound.values()),
+                     "node" if link is None else "link",
+                     None if neg is None else float(neg.amount))
 
 
 def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batches_in_flight,

@@ -30,8 +30,8 @@ import numpy as np
 from loaders.memory.cache import count_rows
 from loaders.sample.seeds import epoch_order, resolve_input_nodes
 
-__all__ = ["AccessTrace", "record_trace", "row_degree", "static_mask", "static_hits",
-           "epoch_order", "feature_type"]
+__all__ = ["AccessTrace", "record_trace", "record_loader_trace", "trace_batches", "row_degree",
+           "static_mask", "static_hits", "epoch_order", "feature_type"]
 
 log = logging.getLogger(__name__)
 
@@ -138,17 +138,45 @@ def record_trace(store, input_nodes, num_neighbors, *, batch_size: int = 1024,
     seed_type, inputs = resolve_input_nodes(store, input_nodes)
     ntype = ntype or feature_type(store, seed_type)
     s = sampler or NeighborSampler(store, num_neighbors, replace=replace)
-    n_rows = store.num_nodes(ntype)
+    orders = [epoch_order(inputs.shape[0], batch_size, e, seed, shuffle)[:max_batches]
+              for e in range(epochs)]
+
+    def sample(e, k, pos):
+        return s.sample(inputs[pos], seed_type, seed=seed, epoch=e, batch=k, input_id=pos)
+
+    return trace_batches(sample, orders, ntype, store.num_nodes(ntype), timings, on_batch,
+                         {"seed_type": seed_type, "num_inputs": int(inputs.shape[0]),
+                          "batch_size": int(batch_size), "seed": seed, "shuffle": shuffle})
+
+
+def record_loader_trace(loader, *, epochs: int = 2, ntype: str | None = None,
+                        max_batches: int | None = None, timings: list | None = None,
+                        on_batch=None) -> AccessTrace:
+    """:func:`record_trace` of any loader's batches (sampling only, no features), in its own
+    order and with its own draws (``loader.batch_order``, ``loader.sample_batch``): for a
+    :class:`loaders.LinkNeighborLoader`, link batches (positives, negatives, both endpoints'
+    neighbourhoods); ``seeds_per_batch`` counts its inputs (seed edges for a link loader)."""
+    ntype = ntype or feature_type(loader.store, loader.seed_type)
+    orders = [loader.batch_order(e)[:max_batches] for e in range(epochs)]
+    return trace_batches(loader.sample_batch, orders, ntype, loader.store.num_nodes(ntype),
+                         timings, on_batch,
+                         {"seed_type": loader.seed_type,
+                          "num_inputs": int(loader.input_nodes.shape[0]),
+                          "batch_size": int(loader.batch_size), "seed": loader.seed,
+                          "shuffle": loader.shuffle})
+
+
+def trace_batches(sample, orders, ntype: str, n_rows: int, timings: list | None = None,
+                  on_batch=None, meta: dict | None = None) -> AccessTrace:
+    """The trace of ``sample(epoch, k, positions)`` over ``orders`` (per epoch, the input
+    positions of each batch): the rows of ``ntype`` each sampled subgraph holds."""
     dt = _id_dtype(n_rows)
     chunks, ptr, eptr, seeds_pb = [], [0], [0], []
     t0 = time.perf_counter()
-    for e in range(epochs):
-        order = epoch_order(inputs.shape[0], batch_size, e, seed, shuffle)
-        if max_batches is not None:
-            order = order[:max_batches]
+    for e, order in enumerate(orders):
         for k, pos in enumerate(order):
             t = time.perf_counter()
-            sub = s.sample(inputs[pos], seed_type, seed=seed, epoch=e, batch=k, input_id=pos)
+            sub = sample(e, k, pos)
             if timings is not None:
                 timings.append(time.perf_counter() - t)
             if on_batch is not None:
@@ -158,14 +186,12 @@ def record_trace(store, input_nodes, num_neighbors, *, batch_size: int = 1024,
             ptr.append(ptr[-1] + ids.shape[0])
             seeds_pb.append(pos.shape[0])
         eptr.append(len(ptr) - 1)
-    log.info("recorded %d epochs, %d batches, %d row reads in %.1f s", epochs, len(ptr) - 1,
-             ptr[-1], time.perf_counter() - t0)
+    log.info("recorded %d epochs, %d batches, %d row reads in %.1f s", len(orders),
+             len(ptr) - 1, ptr[-1], time.perf_counter() - t0)
     ids = np.concatenate(chunks) if chunks else np.zeros(0, dt)
     return AccessTrace(ids, np.asarray(ptr, np.int64), np.asarray(eptr, np.int64), n_rows, ntype,
                        np.asarray(seeds_pb, np.int64),
-                       {"seed_type": seed_type, "num_inputs": int(inputs.shape[0]),
-                        "batch_size": int(batch_size), "seed": seed, "shuffle": shuffle,
-                        "sample_seconds": time.perf_counter() - t0})
+                       dict(meta or {}, sample_seconds=time.perf_counter() - t0))
 
 
 def feature_type(store, seed_type: str, feature: str = "feat") -> str:
