@@ -149,8 +149,8 @@ def train(store, a) -> dict:
                                                                       range(1, 11)) / n),
              loss=loss_sum / max(1, a.steps), queries=m, train_seconds=train_s,
              eval_seconds=time.perf_counter() - t1)
-    print(f"validation MRR {mrr:.4f} on {m} queries (random ranking {rand:.5f}, expected "
-          f"{r['expected_random_mrr']:.5f}); {a.steps} steps in {train_s:.1f} s")
+    print(f"validation MRR {mrr:.4f} on {m} queries (random ranking {rand:.2e}, expected "
+          f"{r['expected_random_mrr']:.2e}); {a.steps} steps in {train_s:.1f} s")
     if a.save_test:
         hr = ds.test_dict("test-dev")["h,r->t"]["hr"]
         sizes = {"test-dev": len(hr), "test-challenge": len(ds.test_dict("test-challenge")

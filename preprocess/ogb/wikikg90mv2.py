@@ -7,7 +7,8 @@ Output (``docs/ogb.md``):
 - edge types ``("entity", "relation", "entity")`` (h -> t, one edge per training triple, not
   coalesced) and ``("entity", "rev_relation", "entity")`` (t -> h), each with the per-edge
   value ``relation`` (int32 relation id in CSC edge order: PyG's ``edge_type``, DGL's
-  ``etype``);
+  ``etype``), carried there by :mod:`preprocess.steps.edge_columns` (repeated pairs keep
+  the order of ``train_hrt``);
 - edge splits of ``("entity", "relation", "entity")``: ``train`` (``src`` = h, ``dst`` = t,
   ``relation``), ``valid`` (``src``, ``relation``, ``dst`` from ``val_t``), ``test-dev`` and
   ``test-challenge`` (``src``, ``relation``; no answer).
@@ -30,9 +31,12 @@ from preprocess.ogb._common import scratch_file
 from preprocess.ogb.errors import RawDataError, RawFileNotFoundError
 from preprocess.ogb.layout import WikiPaths
 from preprocess.ogb.ptload import load_pt
-from preprocess.ogb.wikikg_csc import csc_with_relation
 from preprocess.progress import bar
+from preprocess.sources.base import ArraySource
+from preprocess.sources.features import FeatureSource
 from preprocess.sources.npy import load_npy
+from preprocess.steps.csc import build_csc
+from preprocess.steps.edge_columns import edge_order, write_edge_column
 
 __all__ = ["preprocess_wikikg90mv2", "wiki_steps", "WikiContext", "read_wiki_meta",
            "check_triples", "KG_ETYPE", "REV_ETYPE"]
@@ -172,12 +176,37 @@ def _features(ctx: WikiContext, ntype: str, key: str) -> dict:
     return dict(rows=int(f.shape[0]), bytes=int(f.nbytes))
 
 
+def _edges(ctx: WikiContext, reverse: bool) -> ArraySource:
+    """The training triples as edges h -> t (t -> h when ``reverse``), memory-mapped."""
+    hrt, path = ctx.arrays["train_hrt"], ctx.paths.processed("train_hrt")
+    s, d = (hrt[:, 2], hrt[:, 0]) if reverse else (hrt[:, 0], hrt[:, 2])
+    return ArraySource(s, d, path, [path])
+
+
 def _csc(ctx: WikiContext, etype: tuple, reverse: bool) -> dict:
-    return csc_with_relation(
-        ctx.job.writer, etype, ctx.arrays["train_hrt"], ctx.paths.processed("train_hrt"),
-        num_entities=ctx.meta["num_entities"], num_relations=ctx.meta["num_relations"],
-        reverse=reverse, tmpdir=ctx.job.tmpdir, budget_bytes=ctx.budget_bytes,
-        progress=ctx.progress)
+    n = ctx.meta["num_entities"]
+    return build_csc(ctx.job.writer, etype, _edges(ctx, reverse), num_src=n, num_dst=n,
+                     coalesce=False, sort_neighbors=True, budget_bytes=ctx.budget_bytes,
+                     tmpdir=ctx.job.tmpdir, progress=ctx.progress)
+
+
+def _relation(ctx: WikiContext, etype: tuple, reverse: bool) -> dict:
+    """``etype``'s per-edge ``relation`` (int32) in CSC edge order; the edge order (8 bytes per
+    edge) is kept in the job's work folder until the column is written, so a rerun after a
+    kill in the column reuses it."""
+    path = os.path.join(ctx.job.workdir, f"order-{'__'.join(etype)}.npy")
+    order = edge_order(ctx.job.writer, etype, _edges(ctx, reverse), path,
+                       budget_bytes=ctx.budget_bytes, tmpdir=ctx.job.tmpdir,
+                       progress=ctx.progress)
+    rel = FeatureSource.from_array(ctx.arrays["train_hrt"][:, 1],
+                                   ctx.paths.processed("train_hrt") + " (relation column)")
+    st = write_edge_column(ctx.job.writer, etype, "relation", rel, order, kind="values",
+                           dtype=np.int32, budget_bytes=ctx.budget_bytes,
+                           tmpdir=ctx.job.tmpdir, progress=ctx.progress)
+    for f in (order.path, order.path + ".json"):
+        if os.path.exists(f):
+            os.remove(f)
+    return st
 
 
 def _column(ctx: WikiContext, arr: np.ndarray, j: int, dtype, name: str) -> np.ndarray:
@@ -222,8 +251,10 @@ def wiki_steps(meta: dict, arrays: dict) -> list[StepDef]:
     e = int(arrays["train_hrt"].shape[0])
     ent, rel = arrays["entity_feat"], arrays["relation_feat"]
     idx = fmt.index_dtype(meta["num_entities"]).itemsize
-    # store indices + relation values; scratch: int64 keyed indices, spilled edges, relations
-    csc_disk = e * (idx + 4 + 8 + 12 + 4)
+    # store indices; scratch indices and spilled edges (build_csc's own estimate)
+    csc_disk = e * 3 * idx + e * 4
+    # store values; the edge order (8 B/edge) and edge_order's sort scratch (~20 B/edge)
+    rel_disk = e * (4 + 8 + 20)
     steps = [
         StepDef("scan:triples", _scan, {"rows": e, "read_bytes": int(arrays["train_hrt"].nbytes)},
                 read_only=True),
@@ -234,8 +265,11 @@ def wiki_steps(meta: dict, arrays: dict) -> list[StepDef]:
                 {"rows": rel.shape[0], "disk_bytes": int(rel.nbytes)}),
     ]
     for et, back in ((KG_ETYPE, False), (REV_ETYPE, True)):
-        steps.append(StepDef(f"csc:{'__'.join(et)}", partial(_csc, etype=et, reverse=back),
+        key = "__".join(et)
+        steps.append(StepDef(f"csc:{key}", partial(_csc, etype=et, reverse=back),
                              {"edges": e, "disk_bytes": csc_disk}))
+        steps.append(StepDef(f"relation:{key}", partial(_relation, etype=et, reverse=back),
+                             {"edges": e, "disk_bytes": rel_disk}))
     steps.append(StepDef("edge-split:train", _train_split, {"pairs": e, "disk_bytes": e * 20}))
     steps.append(StepDef("edge-splits:eval", _eval_splits,
                          {n: int(arrays[hr].shape[0]) for n, hr, _ in EVAL_FILES}))
@@ -268,7 +302,7 @@ def preprocess_wikikg90mv2(root, store, *, budget_bytes: int = 1 << 30, force: b
     meta = read_wiki_meta(paths)
     arrays = _check_layout(paths, meta)
     inputs = [paths.meta] + [paths.processed(k) for k in FILES]
-    opts = dict(coalesce=False, reverse=True, relation_order="source,relation")
+    opts = dict(coalesce=False, reverse=True, relation_order="csc, then input order")
     job = Job(store, "wikikg90mv2", inputs, opts, force=force, dry_run=dry_run,
               budget_bytes=budget_bytes, progress=progress, scratch_dir=scratch_dir)
     ctx = WikiContext(job, paths=paths, meta=meta, arrays=arrays, budget_bytes=budget_bytes,

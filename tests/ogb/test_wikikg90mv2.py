@@ -1,6 +1,6 @@
 """WikiKG90Mv2: the synthetic twin's layout and shape, the ingest against the raw files (CSC
-with relation ids checked against a lexsort of the triples), the dataset view, bad inputs,
-and a SIGKILL mid-ingest that resumes to the same store."""
+with relation ids checked against a stable lexsort of the triples), the dataset view, bad
+inputs, and a SIGKILL mid-ingest that resumes to the same store."""
 
 from __future__ import annotations
 
@@ -133,8 +133,9 @@ def _csc_triples(store, etype):
 def test_ingest_holds_every_triple_in_csc_order_with_its_relation(wiki_store, raw):
     s = fs.open_store(wiki_store)
     h, r, t = raw["train_hrt"].T
+    assert np.unique(h * 3000 + t).size < h.size  # repeated pairs: their order is tested
     for etype, src, dst in ((KG_ETYPE, h, t), (REV_ETYPE, t, h)):
-        order = np.lexsort((r, src, dst))  # by destination, then source, then relation
+        order = np.lexsort((src, dst))  # stable: by destination, source, then input order
         got_src, got_rel, got_dst = _csc_triples(s, etype)
         np.testing.assert_array_equal(got_dst, dst[order])
         np.testing.assert_array_equal(got_src, src[order])
@@ -237,7 +238,9 @@ def test_missing_file_and_dry_run(wiki_root, tmp_path):
     assert not os.path.exists(tmp_path / "dry")
     text = job.plan_text()
     for step in ("scan:triples", "features:entity", "csc:entity__relation__entity",
-                 "csc:entity__rev_relation__entity", "edge-split:train", "edge-splits:eval"):
+                 "relation:entity__relation__entity", "csc:entity__rev_relation__entity",
+                 "relation:entity__rev_relation__entity", "edge-split:train",
+                 "edge-splits:eval"):
         assert step in text
     os.remove(p.processed("val_t"))
     with pytest.raises(RawFileNotFoundError, match="val_t.npy"):
@@ -249,9 +252,9 @@ def test_sigkill_mid_ingest_resumes_to_the_same_store(wiki_root, tmp_path):
     preprocess_wikikg90mv2(wiki_root, clean, budget_bytes=16 << 20, progress=False)
     want = store_snapshot(clean)
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    # array writes: 1-2 orig ids, 3-4 features, 5-10 the CSCs (7: h->t relation values, after
-    # its indices), 11-20 the splits
-    for k in (3, 7, 9, 12):
+    # array writes: 1-2 orig ids, 3-4 features, 5-6 and 8-9 the CSCs, 7 and 10 their relation
+    # values (the rerun reuses the finished edge order), 11-20 the splits
+    for k in (3, 7, 9, 10, 12):
         store = tmp_path / f"killed-{k}"
         p = subprocess.run([sys.executable, os.path.join(HERE, "kill_wiki.py"), str(wiki_root),
                             str(store), str(k)], env=env, capture_output=True, text=True,
@@ -264,29 +267,29 @@ def test_sigkill_mid_ingest_resumes_to_the_same_store(wiki_root, tmp_path):
         assert store_snapshot(store) == want, k
 
 
-def test_csc_with_relation_on_random_triples_with_duplicates(tmp_path):
-    """600k random triples (3 pieces of the 16 MiB budget's key split; repeated triples,
-    one (h, t) under several relations, self loops): indices and relation values in the
-    order of a lexsort by (t, h, r)."""
-    from preprocess.ogb.wikikg_csc import csc_with_relation
-
+def test_repeated_pairs_keep_their_input_order(wiki_root, tmp_path, monkeypatch):
+    """Random triples with repeats (the same triple, one (h, t) under several relations, self
+    loops), sorted in many ranges: indices and relation values in the order of a stable
+    lexsort by (t, h), as the edge-columns step defines it."""
+    root, p = _copy_twin(wiki_root, tmp_path)
     rng = np.random.default_rng(5)
-    n, r, m = 700, 13, 600_000
-    hrt = np.stack([rng.integers(0, n, m), rng.integers(0, r, m), rng.integers(0, n, m)], 1)
-    hrt[:500] = hrt[500:1000]  # repeated triples
-    hrt[1000:1500, [0, 2]] = hrt[1500:2000, [0, 2]]  # same pair, other relations
-    hrt[2000:2100, 2] = hrt[2000:2100, 0]  # self loops
-    w = fs.create_store(tmp_path / "s")
-    w.add_node_type("entity", n)
-    stats = csc_with_relation(w, KG_ETYPE, hrt, "<test>", num_entities=n, num_relations=r,
-                              reverse=False, tmpdir=str(tmp_path / "tmp"),
-                              budget_bytes=16 << 20, progress=False)
-    w.commit()
-    assert stats["edges_out"] == m
+    m = 120_000
+    hrt = np.stack([rng.integers(0, 3000, m), rng.integers(0, 40, m),
+                    rng.integers(0, 3000, m)], 1)
+    hrt[:500] = hrt[500:1000]
+    hrt[1000:1500, [0, 2]] = hrt[1500:2000, [0, 2]]
+    hrt[2000:2100, 2] = hrt[2000:2100, 0]
+    np.save(p.processed("train_hrt"), hrt)
+    real = csc.plan_csc
+    monkeypatch.setattr(csc, "plan_csc", lambda *a, **k: dataclasses.replace(
+        real(*a, **k), work_bytes=50000))
+    job = preprocess_wikikg90mv2(root, tmp_path / "s", budget_bytes=16 << 20, progress=False)
+    assert job.steps[4].stats["ranges"] > 3
     s = fs.open_store(tmp_path / "s")
-    order = np.lexsort((hrt[:, 1], hrt[:, 0], hrt[:, 2]))
-    src, rel, dst = _csc_triples(s, KG_ETYPE)
-    np.testing.assert_array_equal(dst, hrt[order, 2])
-    np.testing.assert_array_equal(src, hrt[order, 0])
-    np.testing.assert_array_equal(rel, hrt[order, 1])
-    assert not os.listdir(tmp_path / "tmp")  # its scratch removed
+    for etype, src, dst in ((KG_ETYPE, hrt[:, 0], hrt[:, 2]), (REV_ETYPE, hrt[:, 2],
+                                                                hrt[:, 0])):
+        order = np.lexsort((src, dst))
+        got = _csc_triples(s, etype)
+        for a, want in zip(got, (src[order], hrt[order, 1], dst[order])):
+            np.testing.assert_array_equal(a, want)
+    assert not os.path.exists(tmp_path / "s" / ".preprocess" / "work")
