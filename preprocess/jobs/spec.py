@@ -20,10 +20,11 @@ from featurestore.format import names as fmt
 from featurestore.errors import FeatureStoreError
 
 from preprocess.errors import InputNotFoundError, SpecError
+from preprocess.jobs.edge_data import EdgeColumnRef
 from preprocess.jobs.paths import input_location, local_input
 from preprocess.sources.remote import is_remote
 
-__all__ = ["load_spec", "DatasetSpec", "NodeSpec", "EdgeSpec", "FileRef"]
+__all__ = ["load_spec", "DatasetSpec", "NodeSpec", "EdgeSpec", "FileRef", "EdgeSplitCols"]
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,14 @@ class NodeSpec:
     labels: FileRef | None = None
 
 
+#: an edge split's pairs of one edge type: column name (src, dst, neg_dst, label ...) -> file
+EdgeSplitCols = dict[str, FileRef]
+
+
 @dataclass
 class EdgeSpec:
-    """An edge type of the spec: its files and columns, and whether to add the reverse."""
+    """An edge type of the spec: its files and columns, whether to add the reverse, and its
+    per-edge columns (``features``: rows of values, ``values``: 1-D), in input order."""
 
     etype: tuple[str, str, str]
     files: list[FileRef]
@@ -71,6 +77,13 @@ class EdgeSpec:
     dst_col: Any
     reverse: bool
     undirected: bool
+    features: dict[str, EdgeColumnRef] = field(default_factory=dict)
+    values: dict[str, EdgeColumnRef] = field(default_factory=dict)
+
+    @property
+    def columns(self) -> list[EdgeColumnRef]:
+        """Every per-edge column, features first."""
+        return list(self.features.values()) + list(self.values.values())
 
 
 @dataclass
@@ -87,6 +100,8 @@ class DatasetSpec:
     drop_self_loops: bool
     sort_neighbors: bool
     raw: dict
+    edge_splits: dict[str, dict[tuple[str, str, str], EdgeSplitCols]] = field(
+        default_factory=dict)
 
     def files(self) -> list[str]:
         """Every input file the spec names (the spec first), once each."""
@@ -96,9 +111,11 @@ class DatasetSpec:
                 list(n.values.values()) + ([n.labels] if n.labels else [])
             out += [f for r in refs for f in r.files]
         for e in self.edges:
-            out += [f.path for f in e.files]
+            out += [f.path for f in e.files] + [p for r in e.columns for p in r.paths]
         for per in self.splits.values():
             out += [f for r in per.values() for f in r.files]
+        for per in self.edge_splits.values():
+            out += [f for cols in per.values() for r in cols.values() for f in r.files]
         return list(dict.fromkeys(out))
 
 
@@ -250,7 +267,7 @@ def _parse_edge(path: str, base: str, i: int, e, nodes: dict, urls: bool = False
     if not isinstance(e, dict):
         _fail(path, where, f"Expected a mapping. Got {e!r}.")
     allowed = {"relation", "path", "paths", "src", "dst", "header", "delimiter", "reverse",
-               "undirected"}
+               "undirected", "features", "values", "edge_splits"}
     if set(e) - allowed:
         _fail(path, where, f"Expected keys {sorted(allowed)}. Got {sorted(set(e) - allowed)}.")
     rel = e.get("relation")
@@ -276,8 +293,43 @@ def _parse_edge(path: str, base: str, i: int, e, nodes: dict, urls: bool = False
     if undirected and rel[0] != rel[2]:
         _fail(path, where, "Expected undirected only for a relation within one node type; "
                            "use reverse: true to add the reverse relation.")
-    return EdgeSpec(rel, files, e.get("src", "src"), e.get("dst", "dst"),
-                    bool(e.get("reverse", False)), undirected)
+    out = EdgeSpec(rel, files, e.get("src", "src"), e.get("dst", "dst"),
+                   bool(e.get("reverse", False)), undirected)
+    for kind in ("features", "values"):
+        for name, v in _mapping(path, f"{where}.{kind}", e.get(kind)).items():
+            name = _name(path, f"{where}.{kind}", kind[:-1] if kind == "features" else "value",
+                         name)
+            getattr(out, kind)[name] = _edge_column(path, base, f"{where}.{kind}.{name}", v,
+                                                    name, kind, out, urls)
+    return out
+
+
+def _edge_column(path: str, base: str, where: str, v, name: str, kind: str, e: EdgeSpec,
+                 urls: bool) -> EdgeColumnRef:
+    """One entry of an edge type's ``features`` or ``values``: a file (``.npy``, or
+    ``{path, column(s)}``), or ``{column(s)}`` of the edge files themselves."""
+    if isinstance(v, dict) and "path" not in v:
+        unknown = set(v) - {"column", "columns", "dtype"}
+        if unknown:
+            _fail(path, where, f"Expected keys path, column, columns, dtype. Got "
+                               f"{sorted(unknown)} too.")
+        cols = v.get("columns", v.get("column"))
+        if cols is None:
+            _fail(path, where, "Expected path, or column(s) of the edge files.")
+        f0 = e.files[0]
+        paths = tuple(f.path for f in e.files)
+        ref = FileRef(paths[0], cols, f0.header, f0.delimiter, v.get("dtype"))
+    else:
+        ref = _ref(path, base, where, v, allow_columns=True, urls=urls)
+        paths = (ref.path,)
+        cols = ref.column
+    if ref.ids is not None:
+        _fail(path, where, "Expected rows in the order of the edge files (no ids).")
+    if kind == "features" and isinstance(cols, str):
+        cols = [cols]  # one column: a list column, or rows of one value
+    if kind == "values" and isinstance(cols, list):
+        _fail(path, where, "Expected one column for per-edge values. Got a list.")
+    return EdgeColumnRef(name, kind, paths, cols, ref.header, ref.delimiter, ref.dtype)
 
 
 def _parse_splits(path: str, base: str, raw, nodes: dict) -> dict[str, dict[str, FileRef]]:
@@ -295,6 +347,75 @@ def _parse_splits(path: str, base: str, raw, nodes: dict) -> dict[str, dict[str,
     return splits
 
 
+EDGE_SPLIT_ID_COLUMNS = ("src", "dst", "neg_dst")
+
+
+def _edge_split_cols(path: str, base: str, where: str, v) -> EdgeSplitCols:
+    """One edge split of one edge type: ``{src: FILE, dst: FILE, ...}`` (each column a file,
+    or ``{path, column}``), or ``{path: FILE, src: COL, dst: COL, ...}`` (columns of one
+    file)."""
+    if not isinstance(v, dict):
+        _fail(path, where, f"Expected a mapping of columns (src, dst, neg_dst, label ...). "
+                           f"Got {v!r}.")
+    shared = v.get("path")
+    opts = {k: v[k] for k in ("header", "delimiter") if k in v}
+    cols: EdgeSplitCols = {}
+    for col, fv in v.items():
+        if col in ("path", "header", "delimiter"):
+            continue
+        col = _name(path, where, "column", col)
+        if shared is not None and isinstance(fv, (str, int)):
+            fv = {"path": shared, "column": fv, **opts}
+        cols[col] = _ref(path, base, f"{where}.{col}", fv, allow_columns=col not in
+                         ("src", "dst"))
+    if "src" not in cols:
+        _fail(path, where, f"Expected a src column. Got {sorted(cols)}.")
+    return cols
+
+
+def _parse_edge_splits(path: str, base: str, raw, edges: list[EdgeSpec], raw_edges: list
+                       ) -> dict[str, dict[tuple[str, str, str], EdgeSplitCols]]:
+    """``edge_splits`` (top level: split -> relation -> columns) and each edge entry's own
+    ``edge_splits`` (split -> columns)."""
+    known = {e.etype: e for e in edges}
+    for e in edges:
+        if e.reverse:
+            known.setdefault((e.etype[2], f"rev_{e.etype[1]}", e.etype[0]), e)
+    out: dict[str, dict[tuple[str, str, str], EdgeSplitCols]] = {}
+    for sname, per in _mapping(path, "edge_splits", raw).items():
+        sname = _name(path, f"edge_splits.{sname}", "split", sname)
+        for rel, v in _mapping(path, f"edge_splits.{sname}", per).items():
+            et = tuple(rel.split(":")) if isinstance(rel, str) else tuple(rel)
+            where = f"edge_splits.{sname}.{rel}"
+            if et not in known:
+                _fail(path, where, f"Expected an edge type of the spec "
+                                   f"({[':'.join(t) for t in known]}). Got {rel!r}.")
+            out.setdefault(sname, {})[et] = _edge_split_cols(path, base, where, v)
+    for i, (e, r) in enumerate(zip(edges, raw_edges)):
+        for sname, v in _mapping(path, f"edges[{i}].edge_splits", r.get("edge_splits")).items():
+            where = f"edges[{i}].edge_splits.{sname}"
+            sname = _name(path, where, "split", sname)
+            if e.etype in out.get(sname, {}):
+                _fail(path, where, f"Expected split {sname!r} of {':'.join(e.etype)} once. "
+                                   "It is in edge_splits too.")
+            out.setdefault(sname, {})[e.etype] = _edge_split_cols(path, base, where, v)
+    return out
+
+
+def _check_edge_column_options(path: str, edges: list[EdgeSpec], opts: dict) -> None:
+    """Options that leave per-edge columns without one row per edge are refused."""
+    for i, e in enumerate(edges):
+        if not e.columns:
+            continue
+        if opts.get("coalesce"):
+            _fail(path, f"edges[{i}]", "Expected options.coalesce false with edge features "
+                                       "or values: merging duplicate edges would need a rule "
+                                       "to merge their rows.")
+        if not opts.get("sort_neighbors", True):
+            _fail(path, f"edges[{i}]", "Expected options.sort_neighbors true with edge "
+                                       "features or values (their CSC order is the sorted one).")
+
+
 def load_spec(path: str | os.PathLike, *, urls: bool = False) -> DatasetSpec:
     """Parse and check a spec file; every error names the spec and the entry.
 
@@ -304,7 +425,7 @@ def load_spec(path: str | os.PathLike, *, urls: bool = False) -> DatasetSpec:
     path = os.path.abspath(local_input(path))
     raw = _read_yaml(path)
     base = os.path.dirname(path)
-    top_keys = {"name", "ids", "reorder", "nodes", "edges", "splits", "options"}
+    top_keys = {"name", "ids", "reorder", "nodes", "edges", "splits", "edge_splits", "options"}
     if set(raw) - top_keys:
         _fail(path, "top level", f"Expected keys {sorted(top_keys)}. "
                                  f"Got {sorted(set(raw) - top_keys)} too.")
@@ -321,22 +442,24 @@ def load_spec(path: str | os.PathLike, *, urls: bool = False) -> DatasetSpec:
     for nt, v in nodes_raw.items():
         ns = _parse_node(path, base, nt, v, default_kind, urls)
         nodes[ns.name] = ns
-    edges = [_parse_edge(path, base, i, e, nodes, urls)
-             for i, e in enumerate(raw.get("edges") or [])]
+    raw_edges = raw.get("edges") or []
+    edges = [_parse_edge(path, base, i, e, nodes, urls) for i, e in enumerate(raw_edges)]
     splits = _parse_splits(path, base, raw.get("splits"), nodes)
     opts = raw.get("options") or {}
     allowed = {"coalesce", "drop_self_loops", "sort_neighbors", "to_undirected"}
     if set(opts) - allowed:
         _fail(path, "options",
               f"Expected keys {sorted(allowed)}. Got {sorted(set(opts) - allowed)}.")
+    _check_edge_column_options(path, edges, opts)
     if opts.get("to_undirected"):  # PyG's ToUndirected over the whole graph
         for e in edges:
             if e.etype[0] == e.etype[2]:
                 e.undirected = True
             else:
                 e.reverse = True
+    edge_splits = _parse_edge_splits(path, base, raw.get("edge_splits"), edges, raw_edges)
     return DatasetSpec(path, str(raw.get("name") or os.path.splitext(os.path.basename(path))[0]),
                        reorder, nodes, edges, splits, bool(opts.get("coalesce", False)),
                        bool(opts.get("drop_self_loops", False)),
-                       bool(opts.get("sort_neighbors", True)), raw)
+                       bool(opts.get("sort_neighbors", True)), raw, edge_splits)
 

@@ -20,6 +20,7 @@ import numpy as np
 import preprocess.dask.renumber as dren
 from preprocess.dask.run import check_shared_scratch
 from preprocess.errors import BadInputError, SpecError
+from preprocess.jobs.edge_data import check_column_rows, edge_column_steps, source_of
 from preprocess.jobs.edges import max_id
 from preprocess.jobs.job import Job, StepContext, StepDef
 from preprocess.jobs.spec import REORDERS, DatasetSpec, EdgeSpec, FileRef, load_spec
@@ -27,6 +28,7 @@ from preprocess.jobs.variants import build_csc, write_features
 from preprocess.sources.base import EdgeSource, concat
 from preprocess.sources.dispatch import open_edges
 from preprocess.sources.features import FeatureSource
+from preprocess.sources.columns import open_columns
 from preprocess.sources.remote import is_remote, remote_input_record
 from preprocess.steps.csc import plan_csc, reverse_etype
 from preprocess.steps.diskmap import map_file, open_npy
@@ -282,14 +284,21 @@ def _csc_plan(ctx: SpecContext, e: EdgeSpec) -> dict:
             "memory_bytes": ctx.budget_bytes}
 
 
+def _store_edges(ctx: SpecContext, e: EdgeSpec) -> EdgeSource:
+    """The edges of ``e`` in store ids (renumbered once when needed), in input order."""
+    return open_edges(_edges_path(ctx, e)) if _mapped(ctx.spec, e) else _edge_source(e)
+
+
 def _csc(ctx: SpecContext, e: EdgeSpec, rev: bool) -> dict:
     spec = ctx.spec
-    source = open_edges(_edges_path(ctx, e)) if _mapped(spec, e) else _edge_source(e)
+    source = _store_edges(ctx, e)
     etype = e.etype
     if rev:
         source, etype = source.reversed(), reverse_etype(e.etype)
+    # with per-edge columns, undirected keeps every edge and its reverse (each has its row)
+    coalesce = spec.coalesce or (e.undirected and not e.columns)
     return build_csc(ctx.job.writer, etype, source, num_src=ctx.count(etype[0]),
-                     num_dst=ctx.count(etype[2]), coalesce=spec.coalesce or e.undirected,
+                     num_dst=ctx.count(etype[2]), coalesce=coalesce,
                      drop_self_loops=spec.drop_self_loops, symmetrize=e.undirected,
                      sort_neighbors=spec.sort_neighbors, budget_bytes=ctx.budget_bytes,
                      tmpdir=ctx.job.tmpdir, progress=ctx.progress, dask=ctx.dask)
@@ -305,6 +314,10 @@ def _edge_steps(spec: DatasetSpec) -> list[StepDef]:
             etype = reverse_etype(e.etype) if rev else e.etype
             steps.append(StepDef(f"csc:{'__'.join(etype)}", partial(_csc, e=e, rev=rev),
                                  partial(_csc_plan, e=e)))
+            steps += edge_column_steps(
+                etype, e.columns, source_of(partial(_store_edges, e=e), rev),
+                lambda ctx, e=e: _edge_source(e).num_edges,
+                drop_self_loops=spec.drop_self_loops, symmetrize=e.undirected)
     return steps
 
 
@@ -393,11 +406,59 @@ def _split_steps(spec: DatasetSpec) -> list[StepDef]:
             for sname, per in spec.splits.items() for nt, ref in per.items()]
 
 
+# -- 7. edge splits (pairs of an edge type; node ids mapped to store ids) --------------------
+def _read_column(ref: FileRef) -> np.ndarray:
+    """A whole edge-split column (a split is small): a ``.npy`` (1-D or ``[n, k]``), or a
+    parquet/CSV column (a list column gives ``[n, k]``)."""
+    src = open_columns(ref.path, None if ref.path.lower().endswith(".npy") else ref.column,
+                       header=ref.header, delimiter=ref.delimiter)
+    blocks = [np.asarray(b) for b in src.iter_blocks(1 << 22)]
+    return np.concatenate(blocks) if blocks else np.empty((0,) + src.row_shape, src.dtype)
+
+
+def _edge_split(ctx: SpecContext, sname: str, etype: tuple, cols: dict) -> dict:
+    out = {}
+    for col, ref in cols.items():
+        if col in ("src", "dst"):
+            nt = etype[0] if col == "src" else etype[2]
+            out[col] = np.concatenate([
+                ctx.mapper(nt)(b, ref.path, f"{col} of edge split {sname}")
+                for b in id_column_blocks(ref.path, ref.column, header=ref.header,
+                                          delimiter=ref.delimiter)] or [np.empty(0, np.int64)])
+        elif col == "neg_dst":
+            raw = _read_column(ref)
+            out[col] = ctx.mapper(etype[2])(raw.reshape(-1), ref.path,
+                                            f"neg_dst of edge split {sname}").reshape(raw.shape)
+        else:
+            out[col] = _read_column(ref)
+    n = out["src"].shape[0]
+    for col, a in out.items():
+        if a.shape[0] != n:
+            raise BadInputError(f"Expected {n} rows (as src, {cols['src'].path}) in column "
+                                f"{col!r} of edge split {sname!r} ({cols[col].path}). Got "
+                                f"{a.shape[0]}.")
+    ctx.job.writer.add_edge_split(sname, etype, **out)
+    return {"pairs": int(n)}
+
+
+def _edge_split_steps(spec: DatasetSpec) -> list[StepDef]:
+    return [StepDef(f"edge_split:{sname}/{'__'.join(et)}",
+                    partial(_edge_split, sname=sname, etype=et, cols=cols))
+            for sname, per in spec.edge_splits.items() for et, cols in per.items()]
+
+
 # -- the job ---------------------------------------------------------------------------------
 def spec_steps(spec: DatasetSpec) -> list[StepDef]:
     """The steps of the job building ``spec``'s store, in the order they run."""
     return (_count_steps(spec) + _reorder_steps(spec) + _node_steps(spec) + _edge_steps(spec)
-            + _column_steps(spec) + _split_steps(spec))
+            + _column_steps(spec) + _split_steps(spec) + _edge_split_steps(spec))
+
+
+def _column_rows(ref) -> int:
+    """Bytes per row of a per-edge column (from its header)."""
+    src = ref.open()
+    dtype = np.dtype(ref.dtype) if ref.dtype else src.dtype
+    return int(np.prod(src.row_shape, dtype=np.int64)) * dtype.itemsize
 
 
 def _disk_estimate(spec: DatasetSpec) -> int:
@@ -408,6 +469,9 @@ def _disk_estimate(spec: DatasetSpec) -> int:
         n *= 2 if e.undirected else 1
         copies = 2 if e.reverse else 1
         need += 16 * n + copies * 2 * 8 * n  # renumbered scratch, scratch + store indices
+        for ref in e.columns:  # the edge order, the store's column and its bucket files
+            rows = _column_rows(ref)
+            need += copies * (32 * n + 2 * n * rows)
     for ns in spec.nodes.values():
         for ref in list(ns.features.values()) + list(ns.values.values()):
             need += 2 * (remote_input_record(ref.path)["size"] if is_remote(ref.path)
@@ -432,6 +496,8 @@ def run_spec(spec_path, store, *, reorder: str | None = None, force: bool = Fals
             raise SpecError(f"Expected reorder in {REORDERS}. Got {reorder!r}.")
         spec.reorder = reorder
     steps = spec_steps(spec)
+    for i, e in enumerate(spec.edges):  # before anything is written
+        check_column_rows(e.columns, _edge_source(e).num_edges, f"{spec.path}: edges[{i}]")
     options = {"spec": spec.raw, "reorder": spec.reorder}
     check_shared_scratch(store, scratch_dir, dask, dry_run)  # before the store is opened
     job = Job(store, f"spec:{spec.name}", spec.files(), options, force=force, dry_run=dry_run,

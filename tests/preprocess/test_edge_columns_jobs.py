@@ -140,3 +140,151 @@ def test_killed_edges_job_resumes_to_the_same_store(tmp_path, edge_file):
         assert main(["preprocess", "edges", args[0], str(store), *args[1:],
                      "--memory", "16MiB", "--no-progress"]) == 0
         assert store_snapshot(store) == want
+
+
+# -- the spec job --------------------------------------------------------------------------
+EDGE_SPEC = """
+name: edge-toy
+reorder: {reorder}
+nodes:
+  user:
+    ids: user_ids.npy
+  item:
+    count: 40
+edges:
+  - relation: user:rates:item
+    path: rates.parquet
+    reverse: true
+    features:
+      edge_attr: {{columns: [f0, f1], dtype: float16}}
+    values:
+      rating: {{column: rating}}
+      ts: ts.npy
+    edge_splits:
+      train: {{path: train.parquet, src: s, dst: d, neg_dst: neg}}
+  - relation: item:similar:item
+    path: sim.npy
+    undirected: true
+    values:
+      w: sim_w.npy
+edge_splits:
+  valid:
+    user:rates:item: {{src: valid_src.npy, dst: valid_dst.npy, label: valid_y.npy}}
+options:
+  drop_self_loops: {drop}
+"""
+
+
+def make_edge_spec(root, reorder="none", drop="false", **overrides):
+    rng = np.random.default_rng(21)
+    users = rng.choice(10**6, 60, replace=False)  # sparse user ids
+    e = 1500
+    u = users[rng.integers(0, 60, e)]
+    i = rng.integers(0, 40, e)
+    u[700:900], i[700:900] = u[:200], i[:200]  # duplicate pairs
+    data = {"src": u, "dst": i, "rating": rng.integers(1, 6, e).astype(np.int8),
+            "f0": rng.standard_normal(e).astype(np.float32),
+            "f1": rng.standard_normal(e).astype(np.float32)}
+    np.save(root / "user_ids.npy", users)
+    pq.write_table(pa.table(data), root / "rates.parquet")
+    np.save(root / "ts.npy", np.arange(e) * 3)
+    sim = rng.integers(0, 40, (2, 500))
+    sim[1, ::5] = sim[0, ::5]  # self loops
+    np.save(root / "sim.npy", sim)
+    np.save(root / "sim_w.npy", rng.random(500).astype(np.float32))
+    k = 30
+    pq.write_table(pa.table({"s": users[:k], "d": np.arange(k) % 40,
+                             "neg": [list(rng.integers(0, 40, 3)) for _ in range(k)]}),
+                   root / "train.parquet")
+    np.save(root / "valid_src.npy", users[5:15])
+    np.save(root / "valid_dst.npy", np.arange(10))
+    np.save(root / "valid_y.npy", np.arange(10) % 2)
+    text = EDGE_SPEC.format(reorder=reorder, drop=drop)
+    for old, new in overrides.items():
+        assert old in text
+        text = text.replace(old, new)
+    (root / "spec.yaml").write_text(text)
+    return str(root / "spec.yaml"), data, users, sim
+
+
+@pytest.mark.parametrize("reorder,drop", [("none", "false"), ("degree", "true")])
+def test_spec_edge_columns_and_splits(tmp_path, reorder, drop):
+    from preprocess.jobs.spec_steps import run_spec
+
+    spec, data, users, sim = make_edge_spec(tmp_path, reorder, drop)
+    run_spec(spec, tmp_path / "s", budget_bytes=16 << 20, progress=False)
+    s = fs.open_store(tmp_path / "s")
+    new_user = {int(o): k for k, o in enumerate(np.asarray(s.orig_ids("user")))}
+    new_item = np.argsort(np.asarray(s.orig_ids("item")))  # orig -> store id
+    u = np.array([new_user[int(x)] for x in data["src"]])
+    i = new_item[data["dst"]]
+    ts = np.arange(len(u)) * 3
+    feat = np.stack([data["f0"], data["f1"]], 1).astype(np.float16)
+    for et, a, b in ((("user", "rates", "item"), u, i), (("item", "rev_rates", "user"), i, u)):
+        # drop_self_loops drops equal ids, between two types too (as build_csc does)
+        ref = reference_order(a, b, drop_self_loops=drop == "true")
+        np.testing.assert_array_equal(np.asarray(s.csc(et)[1]), a[ref])
+        assert len(ref) < len(a) if drop == "true" else len(ref) == len(a)
+        np.testing.assert_array_equal(s.edge_features(et, "edge_attr").gather(
+            np.arange(len(ref))), feat[ref])
+        np.testing.assert_array_equal(s.edge_values(et, "rating"), data["rating"][ref])
+        np.testing.assert_array_equal(s.edge_values(et, "ts"), ts[ref])
+    opts = {"symmetrize": True, "drop_self_loops": drop == "true"}
+    w = np.load(tmp_path / "sim_w.npy")
+    ref = reference_order(new_item[sim[0]], new_item[sim[1]], **opts)
+    np.testing.assert_array_equal(s.edge_values(("item", "similar", "item"), "w"), w[ref])
+    assert s.edge_split_names == ["train", "valid"]
+    tr = s.edge_split("train")
+    t = pq.read_table(tmp_path / "train.parquet").to_pydict()
+    np.testing.assert_array_equal(tr["src"], [new_user[x] for x in t["s"]])
+    np.testing.assert_array_equal(tr["dst"], new_item[np.array(t["d"])])
+    np.testing.assert_array_equal(tr["neg_dst"], new_item[np.array(t["neg"])])
+    va = s.edge_split("valid")
+    np.testing.assert_array_equal(va["label"], np.arange(10) % 2)
+    np.testing.assert_array_equal(va["src"], [new_user[x] for x in users[5:15]])
+
+
+def test_killed_spec_job_resumes_to_the_same_store(tmp_path):
+    from preprocess.jobs.spec_steps import run_spec
+
+    spec, *_ = make_edge_spec(tmp_path)
+    run_spec(spec, tmp_path / "want", budget_bytes=16 << 20, progress=False)
+    want = store_snapshot(tmp_path / "want")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # kill points: the indices of user:rates:item, edge_attr of its reverse type, the values
+    # of the undirected item:similar:item, an edge split's second column
+    for k in (4, 10, 15, 17):
+        store = tmp_path / f"killed-{k}"
+        p = subprocess.run([sys.executable, os.path.join(HERE, "kill_run.py"), spec,
+                            str(store), str(k)], env=env, capture_output=True, text=True,
+                           timeout=600)
+        assert p.returncode == -9, p.stderr[-2000:]
+        run_spec(spec, store, budget_bytes=16 << 20, progress=False)
+        assert store_snapshot(store) == want
+
+
+@pytest.mark.parametrize("change,error,match", [
+    (("  drop_self_loops: false", "  coalesce: true"), "SpecError",
+     r"edges\[0\]: Expected options.coalesce false with edge features"),
+    (("  drop_self_loops: false", "  sort_neighbors: false"), "SpecError",
+     "Expected options.sort_neighbors true"),
+    (("      ts: ts.npy", "      ts: sim_w.npy"), "EdgeColumnError",
+     r"edges\[0\]: Expected 1500 rows .one per edge. for the edge values 'ts' in .*sim_w"),
+    (("      ts: ts.npy", "      ts: {path: ts.npy, colour: x}"), "SpecError",
+     r"edges\[0\].values.ts: Expected keys path"),
+    (("    user:rates:item: {", "    user:rated:item: {"), "SpecError",
+     r"edge_splits.valid.user:rated:item: Expected an edge type of the spec"),
+    (("{src: valid_src.npy, dst", "{dst"), "SpecError", "Expected a src column"),
+    (("dst: valid_dst.npy", "dst: user_ids.npy"), "IdsOutOfRangeInputError",
+     r"user_ids.npy"),
+])
+def test_spec_refusals(tmp_path, change, error, match):
+    import preprocess.errors as pe
+    from preprocess.jobs.spec_steps import run_spec
+
+    spec, *_ = make_edge_spec(tmp_path)
+    text = (tmp_path / "spec.yaml").read_text()
+    assert change[0] in text
+    (tmp_path / "spec.yaml").write_text(text.replace(change[0], change[1]))
+    with pytest.raises(getattr(pe, error), match=match):
+        run_spec(spec, tmp_path / "s", budget_bytes=16 << 20, progress=False)
