@@ -186,7 +186,10 @@ LOADER_ROWS = [("ours_loader", "ours: loader, features in RAM"),
 
 def _loader_entries(report: dict) -> list[tuple[str, dict]]:
     rep = report["results"]
-    out = [(name, rep[key]) for key, name in LOADER_ROWS if isinstance(rep.get(key), dict)]
+    link = rep.get("task") == "link"  # ours: LinkNeighborLoader; PyG's LinkNeighborLoader
+    out = [(name.replace("loader,", "link loader,").replace("NeighborLoader", "LinkNeighborLoader")
+            if link else name, rep[key])
+           for key, name in LOADER_ROWS if isinstance(rep.get(key), dict)]
     dgl = rep.get("dgl")
     if isinstance(dgl, dict):
         for r in dgl.get("results", []):
@@ -204,7 +207,7 @@ def _loader_entries(report: dict) -> list[tuple[str, dict]]:
 
 def _ooc_md(rep: dict) -> list[str]:
     """The out-of-core runs epoch by epoch: throughput, hit rate, reads; ours' setup and plan."""
-    rows = []
+    rows, unit = [], _unit(rep)
     for key, name in (("ooc_ours", "ours, under memcap"), ("ooc_pyg", "PyG, in RAM")):
         for e in (rep.get(key) or {}).get("epochs") or []:
             c = e.get("cache") or {}
@@ -217,14 +220,37 @@ def _ooc_md(rep: dict) -> list[str]:
     ours = rep.get("ooc_ours") or {}
     out = ["", "Out of core, epoch by epoch (the first is cold; no hit rate: the features fit "
            "the budget and the page cache serves them):", "",
-           md_table(["loader", "epoch", "seeds/s", "batches", "hit rate", "misses/batch",
+           md_table(["loader", "epoch", f"{unit}/s", "batches", "hit rate", "misses/batch",
                      "reads/batch", "MB read/batch"], rows)]
     if ours.get("setup_seconds") is not None:
         out += ["", f"Our loader's setup (plan, presample, cache fill): "
                     f"{ours['setup_seconds']:.1f} s."]
     if ours.get("plan_table"):
         out += ["", "```", ours["plan_table"], "```"]
-    return out
+    return out + _plan_md(rep)
+
+
+def _unit(rep: dict) -> str:
+    """What a loader report's rates count: seeds (node task) or positive seed edges (link)."""
+    return "seed edges" if rep.get("task") == "link" else "seeds"
+
+
+def _plan_md(rep: dict) -> list[str]:
+    """Link task, out of core: ours against ``featurestore plan --task link``'s prediction."""
+    p, v = rep.get("ooc_plan") or {}, rep.get("ooc_vs_plan") or {}
+    out = [] if "ooc_oom_kills" not in rep else ["", f"OOM kills under memcap: "
+                                                     f"{rep['ooc_oom_kills']}."]
+    if p.get("error") or v.get("error"):
+        return out + ["", f"Plan prediction: failed ({p.get('error') or v.get('error')})."]
+    if not v:
+        return out
+    return out + ["", f"`featurestore plan --task link` predicted "
+                      f"{fmt_rate(v['predicted_edges_per_s'])} seed edges/s (hit rate "
+                      f"{p['hit_rate']:.1%}, {fmt_rate(p.get('read_iops'))} reads/s); ours' "
+                      f"last epoch ran {fmt_rate(v['measured_edges_per_s'])}: "
+                      f"{v['share']:.0%} of it (target >= {v['target']:.0%}: "
+                      f"{'met' if v['within_target'] else 'NOT met'}).",
+                  "", "```", p.get("table", ""), "```"]
 
 
 def _loader_md(report: dict) -> str:
@@ -238,17 +264,24 @@ def _loader_md(report: dict) -> str:
         rows.append([name, f"{r['batches_per_s']:.2f}", fmt_rate(r.get("seeds_per_s")),
                      f"{r.get('edges_per_batch') or 0:,.0f}", r.get("batches"),
                      f"{cpu:.0f}" if cpu is not None else None, r.get("memcap", "")])
-    g = rep.get("ooc_graph")
-    head = (f"Loader: {rep.get('nodes', 0):,} nodes, {rep.get('edges', 0):,} edges, fanouts "
-            f"{rep.get('fanouts')}, batch {rep.get('batch_size')}; {rep.get('cpus')} CPUs"
+    g, link = rep.get("ooc_graph"), rep.get("task") == "link"
+    what = (f"Link loader (task link): batch {rep.get('batch_size')} positive seed edges + "
+            f"{rep.get('neg_sampling_ratio')} binary negative(s) each"
+            + (f", {rep['link_inputs']['edges']:,} input edges" if rep.get("link_inputs")
+               else "") if link else f"Loader: batch {rep.get('batch_size')}")
+    head = (f"{what}; {rep.get('nodes', 0):,} nodes, {rep.get('edges', 0):,} edges, fanouts "
+            f"{rep.get('fanouts')}; {rep.get('cpus')} CPUs"
             + (f"; out of core on {g['store']}: {g['nodes']:,} nodes, {g['edges']:,} edges, "
                f"{g['train']:,} train seeds" if g else "")
             + (f"; load average {rep['ooc_load']}" if rep.get("ooc_load") else "") + ".\n\n")
     stages = [f"{n}: {r['stage_ms_per_batch']}" for n, r in _loader_entries(report)
               if r.get("stage_ms_per_batch")]
-    return "\n".join([head + md_table(["loader", "batches/s", "seeds/s", "edges/batch",
+    ratio = ([f"\nOurs / PyG LinkNeighborLoader in RAM: {rep['ours_over_pyg']:.2f}x seed "
+              f"edges/s (medians of {len(rep['ours_loader']['trials'])} alternating rounds)"]
+             if rep.get("ours_over_pyg") else [])
+    return "\n".join([head + md_table(["loader", "batches/s", f"{_unit(rep)}/s", "edges/batch",
                                         "batches timed", "CPU ms/batch", "memory cap / note"],
-                                       rows)]
+                                       rows)] + ratio
                      + ([f"\nStage busy ms per batch: {'; '.join(stages)}"] if stages else [])
                      + _ooc_md(rep))
 
@@ -435,14 +468,16 @@ def _gather_ratios(g: dict) -> list[dict]:
 
 
 def _loader_ratios(rep: dict, sample: dict | None) -> list[dict]:
-    out, ram = [], "loader, features in RAM"
+    link = rep.get("task") == "link"
+    out, ram = [], "link loader, features in RAM" if link else "loader, features in RAM"
+    peer = "PyG LinkNeighborLoader" if link else "PyG NeighborLoader"
     for a, b, what in (("ours_loader", "pyg_loader", ram),
-                       ("ooc_ours", "ooc_pyg",
-                        "loader, fp16x768 (ours on disk under memcap, peer in RAM)")):
+                       ("ooc_ours", "ooc_pyg", ("link " if link else "")
+                        + "loader, fp16x768 (ours on disk under memcap, peer in RAM)")):
         ra, rb = rep.get(a) or {}, rep.get(b) or {}
-        if ra.get("batches_per_s") and rb.get("batches_per_s"):
-            out.append(_pair(what, "PyG NeighborLoader", ra["batches_per_s"], rb["batches_per_s"],
-                             "batches/s"))
+        key, unit = ("seeds_per_s", "seed edges/s") if link else ("batches_per_s", "batches/s")
+        if ra.get(key) and rb.get(key):
+            out.append(_pair(what, peer, ra[key], rb[key], unit))
     ours = (rep.get("ours_loader") or {}).get("batches_per_s")
     peers = [(r["peer"], r) for r in (sample or {}).get("results", []) if r.get("whole_loader")]
     peers += [(f"DGL {r['mode']}", r) for r in (rep.get("dgl") or {}).get("results", [])
