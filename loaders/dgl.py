@@ -13,7 +13,10 @@ The converter (:func:`to_dgl`, :func:`to_blocks`, :func:`require_dgl`) lives in
 :mod:`loaders.convert.dgl`, below the loader, which calls it for ``output="dgl"``; it is
 re-exported here. :func:`DataLoader` and :class:`NodeCollator` are built on the loader and the
 sampler (this module sits above the loader). How sampled graphs map onto blocks, and the
-fanout order, are described in :mod:`loaders.convert.dgl`.
+fanout order, are described in :mod:`loaders.convert.dgl`. Edge prediction:
+:func:`as_edge_prediction_sampler` and ``negative_sampler.Uniform``/``PerSourceUniform``/
+``GlobalUniform`` (:mod:`loaders.dgl_link`, :mod:`loaders.dgl_negative`) for
+``DataLoader(graph, seed_edges, sampler)``.
 
 DGL is an optional dependency imported only when these functions run. The newest DGL
 wheel for Linux is 2.1.0, which needs torch 2.0-2.2.1 and numpy 1.x; ``scripts/dgl-env.sh``
@@ -32,6 +35,14 @@ from loaders.convert.dgl import (
     to_blocks,
     to_dgl,
 )
+from loaders import dgl_negative as negative_sampler
+from loaders.dgl_link import (
+    EdgePredictionSampler,
+    as_edge_prediction_sampler,
+    edge_prediction_loader,
+    is_edge_prediction_sampler,
+    reverse_edge_ids,
+)
 from loaders.errors import LoaderArgumentError
 from loaders.loader import NeighborLoader
 from loaders.loader.args import fanouts
@@ -39,7 +50,8 @@ from loaders.sample.relational import HomogeneousGraph
 from loaders.sample.sampler import MiniBatch, NeighborSampler
 
 __all__ = ["DataLoader", "to_dgl", "to_blocks", "require_dgl", "DGLNotInstalledError",
-           "NodeCollator", "INSTALL_HINT"]
+           "NodeCollator", "INSTALL_HINT", "as_edge_prediction_sampler",
+           "EdgePredictionSampler", "negative_sampler", "reverse_edge_ids"]
 
 
 def DataLoader(graph, indices, graph_sampler, device=None, **kwargs):  # noqa: N802 - DGL's name
@@ -51,10 +63,17 @@ def DataLoader(graph, indices, graph_sampler, device=None, **kwargs):  # noqa: N
     this is :class:`loaders.NeighborLoader` with ``output="dgl"`` and DGL's argument order, so
     every keyword of docs/compat.md's DGL table applies. ``batch_size`` defaults to 1, as in
     DGL; ``device`` to the graph view's device (DGL's default is the graph's device).
+
+    With an edge-prediction sampler (:func:`as_edge_prediction_sampler`, or DGL's own)
+    ``indices`` are seed edge ids (``{etype: eids}`` on a typed store) and batches are
+    ``(input_nodes, pair_graph, neg_pair_graph, blocks)`` (no ``neg_pair_graph`` without a
+    negative sampler), as DGL's; see :mod:`loaders.dgl_link`.
     """
     if device is None:
         device = getattr(graph, "device", "cpu")
     kwargs.setdefault("batch_size", 1)
+    if is_edge_prediction_sampler(graph_sampler):
+        return edge_prediction_loader(graph, indices, graph_sampler, device=device, **kwargs)
     return NeighborLoader(graph, graph_sampler, indices, output="dgl", device=device, **kwargs)
 
 

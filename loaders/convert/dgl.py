@@ -1,6 +1,7 @@
 """Batches as DGL message-flow graphs (blocks), as DGL's ``DataLoader`` yields them.
 
-``to_dgl(batch)`` returns ``(input_nodes, output_nodes, blocks)``; :func:`to_blocks` builds
+``to_dgl(batch)`` returns ``(input_nodes, output_nodes, blocks)``; ``to_dgl_link(batch)``
+``(input_nodes, pair_graph, neg_pair_graph, blocks)`` of a link batch; :func:`to_blocks` builds
 the blocks of a sampled subgraph; :func:`require_dgl` imports DGL or says what to install.
 The DGL-facing shims over the loader (``DataLoader``, ``NodeCollator``) are in
 :mod:`loaders.dgl`, which re-exports these names.
@@ -40,7 +41,8 @@ from loaders.errors import LoaderArgumentError
 if TYPE_CHECKING:  # pragma: no cover
     from loaders.sample.sampler import MiniBatch, SampledSubgraph
 
-__all__ = ["to_dgl", "to_blocks", "require_dgl", "DGLNotInstalledError", "INSTALL_HINT"]
+__all__ = ["to_dgl", "to_dgl_link", "to_blocks", "require_dgl", "DGLNotInstalledError",
+           "INSTALL_HINT"]
 
 
 #: what to install, named in the error raised when DGL is missing.
@@ -121,6 +123,55 @@ def to_dgl(batch: MiniBatch) -> tuple[Any, Any, list]:
     seeds = (last.dstdata[dgl.NID] if homogeneous
              else {sub.seed_type: last.dstdata[dgl.NID][sub.seed_type]})
     return input_nodes, seeds, blocks
+
+
+def to_dgl_link(batch: MiniBatch) -> tuple:
+    """``(input_nodes, pair_graph, neg_pair_graph, blocks)`` of a link batch (one with
+    ``subgraph.link``), as DGL's ``DataLoader`` with ``as_edge_prediction_sampler`` yields
+    them; ``(input_nodes, pair_graph, blocks)`` when the batch has no negatives.
+
+    The pair graphs have every node and edge type of the blocks and the nodes of
+    ``blocks[-1]``'s destination side (the batch's endpoints, same order; ``ndata[dgl.NID]``
+    their store ids); their edges are the positive (negative) pairs of the link's edge type.
+    ``pair_graph.edata[dgl.EID]`` holds the seed edge ids when the batch has them, and the
+    link's ``edata`` (DGL's ``prefetch_labels``) is set on the pair graph's edges.
+    """
+    import torch
+
+    dgl = require_dgl()
+    input_nodes, _, blocks = to_dgl(batch)
+    link = batch.subgraph.link
+    et, n = tuple(link["edge_type"]), len(link["input_id"])
+    if "src_index" in link:  # PyG's triplet layout: k destinations per positive
+        s, neg_dst = link["src_index"], np.asarray(link["dst_neg_index"]).reshape(n, -1)
+        pos, neg = (s, link["dst_pos_index"]), (np.repeat(s, neg_dst.shape[1]), neg_dst.ravel())
+        has_neg = True
+    else:
+        eli = np.asarray(link["edge_label_index"])
+        pos, neg = eli[:, :n], eli[:, n:]
+        has_neg = bool(link.get("has_neg", eli.shape[1] > n))
+    last = blocks[-1].cpu() if batch.device.type != "cpu" else blocks[-1]
+    num = {nt: last.num_dst_nodes(nt) for nt in last.dsttypes}
+
+    def pair_graph(pairs):
+        empty = torch.zeros(0, dtype=torch.int64)
+        data = {cet: (empty, empty) for cet in last.canonical_etypes}
+        data[et] = tuple(torch.from_numpy(np.ascontiguousarray(p, dtype=np.int64))
+                         for p in pairs)
+        g = dgl.heterograph(data, num_nodes_dict=num, idtype=torch.int64)
+        for nt in num:
+            g.nodes[nt].data[dgl.NID] = last.dstnodes[nt].data[dgl.NID]
+        return g
+
+    pg = pair_graph(pos)
+    if "e_id" in link:
+        pg.edges[et].data[dgl.EID] = torch.from_numpy(np.asarray(link["e_id"], np.int64))
+    for name, v in link.get("edata", {}).items():
+        pg.edges[et].data[name] = torch.as_tensor(np.asarray(v))
+    graphs = [pg, pair_graph(neg)] if has_neg else [pg]
+    if batch.device.type != "cpu":
+        graphs = [g.to(batch.device) for g in graphs]
+    return (input_nodes, *graphs, blocks)
 
 
 def _type_blocks(dgl, blocks: list, node_type, edge_type) -> None:

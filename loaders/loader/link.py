@@ -159,16 +159,14 @@ class LinkNeighborLoader(NeighborLoader):
         ``exclude="self"``/``"reverse_types"``; see :mod:`loaders.sample.exclude`.
     **kwargs
         Everything :class:`~loaders.NeighborLoader` takes (``batch_size``, ``shuffle``,
-        ``memory``, ``device``, ``output="pyg"|"raw"`` ...). ``output="dgl"`` is not served yet.
+        ``memory``, ``device``, ``output="pyg"|"raw"|"dgl"`` ...). ``output="dgl"`` yields DGL's
+        ``(input_nodes, pair_graph, neg_pair_graph, blocks)`` (no ``neg_pair_graph`` without
+        negatives; triplet negatives as DGL's ``Uniform(k)``: the source repeated).
     """
 
     def __init__(self, store, num_neighbors, edge_label_index=None, edge_label=None, *,
                  neg_sampling=None, neg_sampling_ratio=None, exclude: str | None = None,
                  reverse_edge_type=None, **kwargs):
-        if kwargs.get("output") == "dgl":
-            raise UnsupportedArgumentError(
-                "Expected output='pyg' or 'raw' for link batches. Got output='dgl' instead: "
-                "DGL's edge-prediction blocks are not served yet (issue 18).")
         if "input_nodes" in kwargs:
             raise UnsupportedArgumentError("Expected edge_label_index for link batches. Got "
                                            "input_nodes instead (a node-level argument).")
@@ -287,7 +285,12 @@ class LinkNeighborLoader(NeighborLoader):
         return {et.src: pairs, et.dst: dst}
 
     def _converter(self, output: str):
-        convert = super()._converter(output)
+        convert = super()._converter("raw" if output == "dgl" else output)
+        if output == "dgl":
+            from loaders.convert.dgl import require_dgl, to_dgl_link
+
+            require_dgl(self.device)
+            return lambda mb: to_dgl_link(convert(mb))
         if output != "pyg":
             return convert
         from loaders.convert.pyg import add_link_fields
