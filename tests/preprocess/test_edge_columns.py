@@ -3,6 +3,11 @@ edges sorted stably by (destination, source, input position), the column taken i
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -204,3 +209,36 @@ def test_refusals(tmp_path):
                    progress=False)
     assert EdgeOrder.load(tmp_path / "o.npy") is None  # nothing half-written counts as done
     w.close()
+
+
+MEMCAP = "/work/shared/tools/memcap"
+
+
+@pytest.mark.skipif(not os.path.exists(MEMCAP), reason="no memcap tool")
+def test_edge_columns_stay_in_the_budget_under_memcap(tmp_path):
+    """4M edges, a 128 MB feature column and an int16 column, budget 32 MiB, under a 400 MiB
+    cap: the order and column steps each add at most the budget (plus 8 MiB of slack)."""
+    rng = np.random.default_rng(0)
+    e, n = 4_000_000, 1_000_000
+    edges = rng.integers(0, n, (2, e)).astype(np.int32)
+    rel = rng.integers(0, 1000, e).astype(np.int16)
+    np.save(tmp_path / "e.npy", edges)
+    np.save(tmp_path / "attr.npy", rng.standard_normal((e, 8)).astype(np.float32))
+    np.save(tmp_path / "rel.npy", rel)
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run([MEMCAP, "400M", "--", sys.executable,
+                        os.path.join(here, "edge_columns_run.py"), str(tmp_path), str(n), "32"],
+                       capture_output=True, text=True, timeout=300)
+    if p.returncode == 3 and "memcap" in p.stderr:
+        pytest.skip("memcap cannot make a memory cgroup here")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "oom_kills=0" in p.stderr
+    phases = json.loads(p.stdout.strip().splitlines()[-1])
+    for name in ("order", "attr", "rel"):
+        assert phases[name]["added_mib"] <= 32 + 8, phases
+    ref = reference_order(edges[0], edges[1])
+    s = fs.open_store(tmp_path / "s")
+    np.testing.assert_array_equal(s.edge_values(None, "rel"), rel[ref])
+    rows = rng.integers(0, e, 1000)
+    attr = np.load(tmp_path / "attr.npy", mmap_mode="r")
+    np.testing.assert_array_equal(s.edge_features(None, "attr").gather(rows), attr[ref[rows]])
