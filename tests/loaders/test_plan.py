@@ -4,6 +4,7 @@ computations on a tiny graph, and the access traces it is built on."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -227,3 +228,113 @@ def test_plan_cli_end_to_end(tiny, capsys):
     out = capsys.readouterr().out
     assert "seeds/s bound" in out and "distinct rows per batch" in out
     assert main(["plan", tiny, "--input", "nope", "--no-probe"]) == 2
+
+
+# -- link batches (--task link) ----------------------------------------------------------------
+def brute_hops(seeds, hops):
+    """Every node within ``hops`` in-hops of ``seeds`` (all neighbours taken)."""
+    seen, frontier = set(seeds), set(seeds)
+    for _ in range(hops):
+        frontier = {u for v in frontier for u in IN[v]} - seen
+        seen |= frontier
+    return seen
+
+
+def test_split_in_edges_by_brute_force(tiny):
+    with fs.open_store(tiny) as s:
+        got = P.split_in_edges(s, "train")
+    want = sorted((u, v) for v in TRAIN for u in IN[v])
+    assert sorted(zip(got[0].tolist(), got[1].tolist())) == want
+
+
+def test_link_plan_counts_the_link_batches_nodes(tiny):
+    """Each link batch of 2 positives and 2 binary negatives samples from up to 8 endpoints;
+    the plan's rows per batch are those of the link loader's own batches, counted by brute
+    force from their endpoints."""
+    from loaders import LinkNeighborLoader
+
+    with fs.open_store(tiny) as s:
+        p = P.plan(s, "train", [-1, -1], batch_size=2, memory=1 << 20, read_iops=100.0,
+                   interpreter_bytes=1000, task="link", neg_sampling_ratio=1.0)
+        ld = LinkNeighborLoader(s, [-1, -1], P.split_in_edges(s, "train"),
+                                neg_sampling_ratio=1.0, batch_size=2, shuffle=True,
+                                output="raw", device="cpu")
+        rows, ends = [], []
+        for e in range(2):
+            ld.set_epoch(e)
+            for b in ld:
+                sub = b.subgraph
+                pairs = sub.node["node"][sub.link["edge_label_index"]]  # store ids
+                assert pairs.shape == (2, 4)  # 2 positives, then 2 negatives
+                want = brute_hops(set(pairs.ravel().tolist()), 2)
+                assert set(sub.node["node"].tolist()) == want
+                rows.append(len(want))
+                ends.append(len(set(pairs.ravel().tolist())))
+    assert p.task == "link" and p.neg_sampling_ratio == 1.0
+    assert p.num_inputs == 6 and p.batches_per_epoch == 3  # edges into train: 6
+    assert p.seed_nodes_per_batch_bound == 2 * (2 + 2)
+    assert p.seed_nodes_per_batch_max == max(ends)
+    assert p.distinct_rows_per_batch_max == {"node": max(rows)}
+    assert p.distinct_rows_per_batch == {"node": pytest.approx(np.mean(rows))}
+    # rates count positive edges: 2 per batch
+    assert p.seeds_per_s_sample_bound == pytest.approx(2 / p.sample_s_per_batch)
+    assert p.edges_per_s_bound == p.seeds_per_s_bound == min(
+        x for x in (p.seeds_per_s_io_bound, p.seeds_per_s_sample_bound) if x is not None)
+    assert p.as_dict()["edges_per_s_bound"] == p.edges_per_s_bound
+    table = p.table()
+    assert "edges/s bound" in table and "up to 8 seed nodes per batch" in table
+
+
+def test_link_loader_plan_sizes_buffers_for_its_endpoints(homo_store):
+    """Without sampling, the loader's plan bounds a link batch by its 2 * (B + rB) endpoints,
+    not by B seeds: a sampled batch's distinct nodes (counted by np.unique) exceed the
+    B-seed bound and stay within the plan's buffers."""
+    from loaders import LinkNeighborLoader
+    from loaders.memory.budget import ROWS_HEADROOM
+
+    ld = LinkNeighborLoader(homo_store, [2, 1], P.split_in_edges(homo_store, "train"),
+                            neg_sampling_ratio=1.0, batch_size=8, shuffle=True, output="raw",
+                            device="cpu", memory="8GiB")
+    mult = (1 + 2) * (1 + 1)
+    assert ld.max_batch_seeds() == {"node": 2 * (8 + 8)}
+    assert ld.plan.fits and ld.plan.batch_rows["node"] == math.ceil(ROWS_HEADROOM * 32 * mult)
+    most = 0
+    for k, pos in enumerate(ld.batch_order(0)[:20]):
+        sub = ld.sample_batch(0, k, pos)
+        most = max(most, np.unique(sub.node["node"]).shape[0])
+    assert 8 * mult < most <= ld.plan.batch_rows["node"]
+
+
+def test_link_plan_refuses_bad_arguments(tiny):
+    from loaders.errors import LoaderArgumentError
+
+    with fs.open_store(tiny) as s:
+        with pytest.raises(LoaderArgumentError, match="task"):
+            P.plan(s, "train", [2], task="edge")
+        with pytest.raises(LoaderArgumentError, match="neg_sampling_ratio"):
+            P.plan(s, "train", [2], task="link", neg_sampling_ratio=0)
+        with pytest.raises(fs.FeatureStoreError, match="'nope'"):
+            P.plan(s, "nope", [2], task="link")
+        with pytest.raises(LoaderArgumentError, match="REL:SPLIT"):
+            P.plan(s, "cites:train", [2], task="link")
+
+
+def test_link_plan_cli(tiny, capsys):
+    from featurestore.cli import main
+
+    args = ["plan", tiny, "--task", "link", "--fanouts=-1,-1", "--batch-size", "2",
+            "--memory", "1MiB", "--read-iops", "500", "--interpreter", "1KiB"]
+    assert main(args + ["--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["task"] == "link" and d["num_inputs"] == 6 and d["neg_sampling_ratio"] == 1.0
+    assert d["edges_per_s_bound"] == d["seeds_per_s_bound"] > 0
+    assert main(args + ["--neg-sampling-ratio", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "edges/s bound" in out and "up to 12 seed nodes per batch" in out  # 2 * (2 + 4)
+    assert main(args + ["--input", "nope"]) == 2  # names the edge and node splits
+    assert "Expected an edge split" in capsys.readouterr().err
+    for bad in (["--task", "edge"], ["--neg-sampling-ratio", "0"]):  # usage errors
+        with pytest.raises(SystemExit) as e:
+            main(args + bad)
+        assert e.value.code == 2
+        assert bad[0] in capsys.readouterr().err
