@@ -1,1 +1,2 @@
-"""OGB-LSC ingest: MAG240M and ogbn-papers100M from their official layouts into a store."""
+"""OGB-LSC ingest: MAG240M, ogbn-papers100M and WikiKG90Mv2 from their official layouts into a
+store."""
