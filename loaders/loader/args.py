@@ -90,6 +90,11 @@ def fanouts(num_neighbors, input_nodes=None, *, output: str = "raw",
     nn = num_neighbors
     if isinstance(nn, Fanouts):
         return nn, replace
+    if type(nn).__name__ == "EdgePredictionSampler":  # ours or DGL's as_edge_prediction_sampler
+        raise LoaderArgumentError(
+            "Expected a node sampler or fanouts as num_neighbors. Got an edge-prediction "
+            "sampler (as_edge_prediction_sampler) instead: pass it to loaders.dgl.DataLoader("
+            "graph, seed_edges, sampler), which takes seed edge ids as DGL does.")
     if _looks_like_dgl_sampler(nn):
         if fanout_order == "pyg":
             raise LoaderArgumentError("Expected fanout_order None or 'dgl' with a DGL "
