@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from featurestore.argtypes import positive_float
+
 
 def register(subparsers) -> None:
     """Add ``featurestore synth`` and its datasets to the CLI's ``subparsers``."""
@@ -64,7 +66,7 @@ def _register_wikikg(sub) -> None:
                     "relation frequencies, power-law entity degrees, relation domains and "
                     "ranges; 15,000 / 15,000 / 10,000 evaluation queries at every scale.")
     q.add_argument("root", metavar="ROOT", help="directory to write wikikg90m-v2/ into")
-    q.add_argument("--scale", type=float, default=0.001,
+    q.add_argument("--scale", type=positive_float, default=0.001,
                    help="fraction of the true entities and triples (default 0.001)")
     q.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     q.add_argument("--no-progress", action="store_true", help="no progress bars")

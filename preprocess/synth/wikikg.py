@@ -29,11 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
+from preprocess.errors import PreprocessError
 from preprocess.ogb.layout import WIKIKG90MV2, WIKIKG90MV2_DIR, WikiPaths
 from preprocess.synth._gen import FEAT_BLOCK_BYTES, node_ranges, rng_for, scaled
 from preprocess.synth.mag240m import _close_npy, _open_npy, _save_pt
 
-__all__ = ["synth_wikikg90mv2", "WikiSynthSpec", "WikiModel"]
+__all__ = ["synth_wikikg90mv2", "WikiSynthSpec", "WikiModel", "NotATwinError"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ ZIPF_S, HEAD_ALPHA, TAIL_ALPHA = 1.1, 2.5, 4.0
 #: share of heads drawn from the relation's domain type; of tails from its range type, and
 #: from the head's type shifted by the relation's offset (the rest: any entity).
 P_DOMAIN, P_RANGE, P_SHIFT = 0.7, 0.5, 0.3
+#: the first line of the twin's RELEASE_v1.txt: only a folder that has it is replaced.
+TWIN_MARK = "synthetic WikiKG90Mv2 twin written by featurestore synth"
 #: triples per generated block (its temporaries stay near 100 MiB).
 TRIPLE_BLOCK = 1 << 20
 
@@ -75,6 +78,25 @@ class WikiSynthSpec:
     def feature_bytes(self) -> int:
         """Bytes of the fp16 entity features."""
         return self.num_entities * self.feat_dim * 2
+
+
+class NotATwinError(PreprocessError, FileExistsError):
+    """The twin's folder holds files this package did not write (the real dataset?)."""
+
+
+def _check_replaceable(root: str) -> None:
+    """Refuse a non-empty ``wikikg90m-v2`` folder whose RELEASE_v1.txt is not the twin's."""
+    if not os.path.isdir(root) or not os.listdir(root):
+        return
+    try:
+        with open(os.path.join(root, "RELEASE_v1.txt")) as f:
+            if f.readline().strip() == TWIN_MARK:
+                return
+    except (OSError, UnicodeDecodeError):
+        pass
+    raise NotATwinError(f"Expected an empty folder or a twin written by featurestore synth at "
+                        f"{root}. It holds other files (its RELEASE_v1.txt is not a twin's: "
+                        "the real dataset?); nothing was written. Choose another ROOT.")
 
 
 class WikiModel:
@@ -152,7 +174,8 @@ def synth_wikikg90mv2(root: str | os.PathLike, scale: float, *, seed: int = 0,
     Parameters
     ----------
     root
-        Directory to hold ``wikikg90m-v2/`` (created; files of the layout are replaced).
+        Directory to hold ``wikikg90m-v2/`` (created; a twin there is replaced, any other
+        non-empty folder refused with :class:`NotATwinError`).
     scale
         Fraction of the true sizes (``1`` = 91.2M entities, 601M triples, 140 GB of features).
     seed
@@ -167,6 +190,7 @@ def synth_wikikg90mv2(root: str | os.PathLike, scale: float, *, seed: int = 0,
     """
     spec = spec or WikiSynthSpec.at_scale(scale)
     paths = WikiPaths.under(os.path.join(os.fspath(root), WIKIKG90MV2_DIR))
+    _check_replaceable(paths.root)
     os.makedirs(os.path.dirname(paths.processed("x")), exist_ok=True)
     log.info("synth wikikg90mv2: %d entities, %d relations, %d triples, %.2f GB features",
              spec.num_entities, spec.num_relations, spec.train, spec.feature_bytes / 1e9)
@@ -177,7 +201,7 @@ def synth_wikikg90mv2(root: str | os.PathLike, scale: float, *, seed: int = 0,
     _save_pt({"num_entities": spec.num_entities, "num_relations": spec.num_relations},
              paths.meta)
     with open(os.path.join(paths.root, "RELEASE_v1.txt"), "w") as f:
-        f.write("synthetic WikiKG90Mv2 twin written by featurestore synth\n")
+        f.write(TWIN_MARK + "\n")
     return paths
 
 

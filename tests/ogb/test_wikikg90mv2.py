@@ -119,6 +119,22 @@ def test_twin_is_skewed_typed_and_deterministic(wiki_root, raw, tmp_path):
         assert a == b, f
 
 
+def test_twin_replaces_only_a_twin(wiki_root, tmp_path):
+    from preprocess.synth.wikikg import NotATwinError
+
+    real = tmp_path / "wikikg90m-v2"
+    (real / "processed").mkdir(parents=True)
+    (real / "RELEASE_v1.txt").write_text("WikiKG90Mv2 v1 (the real download)\n")
+    np.save(real / "processed" / "train_hrt.npy", np.arange(6).reshape(2, 3))
+    with pytest.raises(NotATwinError, match="nothing was written"):
+        synth_wikikg90mv2(tmp_path, 0, seed=1, progress=False, spec=SPEC)
+    assert _files(real) == {"RELEASE_v1.txt", "processed/train_hrt.npy"}
+    np.testing.assert_array_equal(np.load(real / "processed" / "train_hrt.npy"),
+                                  np.arange(6).reshape(2, 3))
+    synth_wikikg90mv2(tmp_path / "again", 0, seed=1, progress=False, spec=SPEC)
+    synth_wikikg90mv2(tmp_path / "again", 0, seed=2, progress=False, spec=SPEC)  # a twin: ok
+
+
 def _sha(path):
     with open(path, "rb") as fh:
         return hashlib.sha256(fh.read()).digest()
