@@ -85,14 +85,16 @@ class EdgeOrder:
         return np.load(self.path, mmap_mode="r")
 
     @staticmethod
-    def load(path) -> EdgeOrder | None:
-        """The order :func:`edge_order` finished at ``path``, or None (absent or partial)."""
+    def load(path, ident: dict | None = None) -> EdgeOrder | None:
+        """The order :func:`edge_order` finished at ``path``, or None (absent, partial, or
+        recorded for another store, edge type, source or option than ``ident`` says)."""
         try:
             with open(os.fspath(path) + ".json") as f:
                 rec = json.load(f)
         except (OSError, ValueError):
             return None
-        if not os.path.exists(os.fspath(path)):
+        if not os.path.exists(os.fspath(path)) or any(rec.get(k) != v
+                                                      for k, v in (ident or {}).items()):
             return None
         return EdgeOrder(os.fspath(path), int(rec["edges_in"]), int(rec["edges_out"]),
                          bool(rec["symmetrize"]))
@@ -228,7 +230,8 @@ def edge_order(writer, etype: Sequence[str], source: EdgeSource, path, *,
     """Compute where each edge of ``source`` sits in the CSC of ``etype`` (already written to
     ``writer`` by :func:`build_csc` from the same ``source`` and the same ``drop_self_loops``
     and ``symmetrize``, with sorted neighbours and no coalescing), into ``path`` (a ``.npy``
-    and ``path + ".json"``, written whole or not at all; an existing finished one is reused).
+    and ``path + ".json"``, written whole or not at all; a finished one for the same store,
+    edge type, source name and options is reused).
 
     ``check_csc`` compares the store's ``indptr`` and ``indices`` with the sorted input as it
     goes (a sequential read of both) and raises :class:`EdgeColumnError` at the first
@@ -241,7 +244,9 @@ def edge_order(writer, etype: Sequence[str], source: EdgeSource, path, *,
         raise EdgeColumnError(f"Expected symmetrize only for a relation within one node type. "
                               f"Got {tuple(et)}.")
     n_in = source.count_edges()
-    done = EdgeOrder.load(path)
+    ident = {"store": writer.url, "etype": et.key(), "source": source.name,
+             "drop_self_loops": drop_self_loops}
+    done = EdgeOrder.load(path, ident)
     if done is not None and (done.edges_in, done.edges_out, done.symmetrize) == \
             (n_in, num_edges, symmetrize):
         return done
@@ -266,7 +271,7 @@ def edge_order(writer, etype: Sequence[str], source: EdgeSource, path, *,
     sink.slots = slots = None
     os.replace(partial, path)
     rec = {"edges_in": n_in, "edges_out": sink.edges_out, "symmetrize": symmetrize,
-           "seconds": stats["seconds"], "ranges": stats["ranges"]}
+           "seconds": stats["seconds"], "ranges": stats["ranges"], **ident}
     with open(path + ".json.partial", "w") as f:
         json.dump(rec, f)
     os.replace(path + ".json.partial", path + ".json")
@@ -303,10 +308,11 @@ class _Placer:
         self.bucket_rows = max(1, int(budget_bytes // 4 // (out_row + 8)))
         self.nb = max(1, -(-order.edges_out // self.bucket_rows))
         self.counts = np.zeros(self.nb, np.int64)
-        self.placed = None
+        self.placed = self.placed_words = None
         self.scratch = None
         if self.nb == 1:
             self.placed = np.empty((order.edges_out,) + self.shape, dtype)
+            self.placed_words = EK.as_words(self.placed)
             return
         if tmpdir is not None:
             os.makedirs(tmpdir, exist_ok=True)
@@ -320,15 +326,15 @@ class _Placer:
     def add(self, block: np.ndarray, dest: np.ndarray) -> None:
         """Place ``block``'s rows at slots ``dest`` (-1: dropped; twice as many entries as
         rows when symmetrized: ``dest[i]`` is row ``i % len(block)``)."""
-        k = block.shape[0]
+        words = EK.as_words(block)
         if self.placed is not None:
-            keep = dest >= 0
-            self.placed[dest[keep]] = block[np.flatnonzero(keep) % k]
+            EK.place_rows(self.placed_words, dest, words)
             return
         idx = np.empty(dest.shape[0], np.int64)
         m = EK.bucket_order(dest, self.bucket_rows, self.counts, idx)
         idx = idx[:m]
-        rows = block[idx % k]
+        rows = np.empty((m, words.shape[1]), words.dtype)
+        EK.take_rows(rows, words, idx)
         pos = dest[idx]
         c0 = 0
         for b in np.flatnonzero(self.counts):
@@ -357,14 +363,15 @@ class _Placer:
                                       f"edge order {self.order.path}. Got {data.shape[0]}: "
                                       "the order file is damaged.")
             out = np.empty_like(data)
-            out[pos] = data
+            EK.place_rows(EK.as_words(out), pos, EK.as_words(data))
             del data, pos
             for i in range(0, m, rows):
                 yield out[i:i + rows]
             del out
 
     def close(self) -> None:
-        self.placed = None
+        """Drop the rows in RAM and the scratch files."""
+        self.placed = self.placed_words = None
         if self.scratch is not None:
             for f in self.files + self.pos_files:
                 f.close()

@@ -9,7 +9,18 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["compose_keys", "place_slots", "bucket_order"]
+__all__ = ["compose_keys", "place_slots", "bucket_order", "place_rows", "take_rows", "as_words"]
+
+
+def as_words(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous array's rows as a 2-D array of the widest unsigned words that divide
+    the row's bytes (a view: the kernels below copy rows whatever their dtype)."""
+    a = np.ascontiguousarray(a)
+    n = a.shape[0]
+    row = a.dtype.itemsize * (a.size // n if n else int(np.prod(a.shape[1:], dtype=np.int64)))
+    word = next(w for w in (8, 4, 2, 1) if row % w == 0)
+    return a.reshape(n, -1).view(np.uint8).view(f"u{word}") if n else \
+        np.empty((0, max(row // word, 1)), f"u{word}")
 
 
 @numba.njit(nogil=True, cache=True)
@@ -70,3 +81,26 @@ def bucket_order(dest, bucket_rows, counts, order):
             order[pos[b]] = i
             pos[b] += 1
     return acc
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def place_rows(out, dest, rows):
+    """``out[dest[i]] = rows[i % len(rows)]`` for every ``dest[i] >= 0`` (rows as machine
+    words; distinct destinations, so rows are copied in parallel)."""
+    k = rows.shape[0]
+    for i in numba.prange(dest.shape[0]):
+        d = dest[i]
+        if d >= 0:
+            r = i % k
+            for j in range(rows.shape[1]):
+                out[d, j] = rows[r, j]
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def take_rows(out, rows, idx):
+    """``out[i] = rows[idx[i] % len(rows)]`` (rows as machine words)."""
+    k = rows.shape[0]
+    for i in numba.prange(idx.shape[0]):
+        r = idx[i] % k
+        for j in range(rows.shape[1]):
+            out[i, j] = rows[r, j]
