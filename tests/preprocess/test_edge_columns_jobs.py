@@ -288,3 +288,39 @@ def test_spec_refusals(tmp_path, change, error, match):
     (tmp_path / "spec.yaml").write_text(text.replace(change[0], change[1]))
     with pytest.raises(getattr(pe, error), match=match):
         run_spec(spec, tmp_path / "s", budget_bytes=16 << 20, progress=False)
+
+
+def test_spec_columns_of_several_csv_edge_files(tmp_path, capsys):
+    """`{columns: [...]}` without a path reads the relation's own CSV files, one after the
+    other; a parquet list column gives the feature rows; a dry run plans every step."""
+    from preprocess.jobs.spec_steps import run_spec
+
+    rng = np.random.default_rng(30)
+    src, dst = random_graph(31, 30, 800)
+    w = rng.integers(0, 100, 800)
+    f = rng.integers(-5, 5, (800, 2)).astype(np.float64)
+    for k, sl in enumerate((slice(0, 300), slice(300, 800))):
+        rows = zip(src[sl], dst[sl], w[sl], f[sl, 0], f[sl, 1])
+        (tmp_path / f"e{k}.csv").write_text(
+            "s,d,w,f0,f1\n" + "".join(f"{a},{b},{c},{x},{y}\n" for a, b, c, x, y in rows))
+    pq.write_table(pa.table({"emb": [list(r) for r in f * 2]}), tmp_path / "emb.parquet")
+    (tmp_path / "spec.yaml").write_text(
+        "nodes:\n  n: {count: 30}\nedges:\n  - relation: n:to:n\n"
+        "    paths: [e0.csv, e1.csv]\n    src: s\n    dst: d\n"
+        "    features:\n      edge_attr: {columns: [f0, f1]}\n"
+        "      emb: {path: emb.parquet, column: emb}\n"
+        "    values:\n      w: {column: w}\n")
+    spec = str(tmp_path / "spec.yaml")
+    job = run_spec(spec, tmp_path / "s", dry_run=True, progress=False, budget_bytes=16 << 20)
+    plan = job.plan_text()
+    for step in ("order:n__to__n", "edge_features:n__to__n/edge_attr",
+                 "edge_features:n__to__n/emb", "edge_values:n__to__n/w"):
+        assert step in plan
+    run_spec(spec, tmp_path / "s", progress=False, budget_bytes=16 << 20)
+    s = fs.open_store(tmp_path / "s")
+    ref = reference_order(src, dst)
+    np.testing.assert_array_equal(s.edge_values(None, "w"), w[ref])
+    np.testing.assert_array_equal(s.edge_features(None, "edge_attr").gather(np.arange(800)),
+                                  f[ref])
+    np.testing.assert_array_equal(s.edge_features(None, "emb").gather(np.arange(800)),
+                                  2 * f[ref])
