@@ -193,6 +193,11 @@ def test_refusals(tmp_path):
     with pytest.raises(EdgeColumnError, match="other options"):  # duplicates merged
         carry_columns(w, et, from_arrays(src, dst), {"x": np.arange(5)}, progress=False)
     w.close()
+    rs, rd = np.random.default_rng(1).integers(0, n, (2, 3000))
+    w = _store(tmp_path / "u", n, rs, rd, 1 << 12, sort_neighbors=False)
+    with pytest.raises(EdgeColumnError, match="Edge [0-9]+ has another source"):  # unsorted
+        carry_columns(w, et, from_arrays(rs, rd), {"x": np.arange(3000)}, progress=False)
+    w.close()
     w = _store(tmp_path / "s", n, src, dst, 1 << 12)
     with pytest.raises(EdgeColumnError, match="other source|other number"):  # other edges
         carry_columns(w, et, from_arrays(dst, src), {"x": np.arange(5)}, progress=False)
