@@ -434,6 +434,11 @@ class StoreData(_Typed):
         """The width of ``x`` of the labelled (or only) node type."""
         return self._node_view(self._target()).num_features
 
+    @property
+    def num_node_features(self) -> int:
+        """PyG's ``data.num_node_features``: :attr:`num_features`."""
+        return self.num_features
+
     def _target(self) -> str:
         if len(self.node_types) == 1:
             return self.node_types[0]

@@ -262,3 +262,62 @@ def test_loader_batches_keep_y_flat_from_the_ogb_view(homo_store_path):
     b = next(iter(NeighborLoader(ds[0], [3], train, batch_size=32, device="cpu")))
     labels = torch.from_numpy(np.asarray(ds.store.labels()).astype(np.int64))
     assert b.y.dim() == 1 and torch.equal(b.y[:b.batch_size], labels[b.n_id[:b.batch_size]])
+
+
+def test_planetoid_over_a_store_written_from_pyg_data(tmp_path):
+    """PyG's Planetoid(root, name) over the store planetoid_store wrote from a PyG Data: the
+    features row-normalised (NormalizeFeatures), the edges, labels and masks as given."""
+    T = pytest.importorskip("torch_geometric.transforms")
+    from torch_geometric.data import Data
+
+    from loaders.datasets import Planetoid
+    from loaders.datasets.planetoid import planetoid_store
+
+    rng = np.random.default_rng(0)
+    n = 40
+    x = torch.from_numpy(rng.integers(0, 3, (n, 6)).astype(np.float32))
+    x[5] = 0  # a row without words stays zero
+    ei = torch.from_numpy(rng.integers(0, n, (2, 90)))
+    ei = torch.unique(torch.cat([ei, ei.flip(0)], 1), dim=1)
+    masks = {m: torch.from_numpy(rng.random(n) < 0.3) for m in ("train_mask", "val_mask",
+                                                                 "test_mask")}
+    y = torch.from_numpy(rng.integers(0, 3, n))
+    planetoid_store(tmp_path / "Cora", Data(x=x, edge_index=ei, y=y, **masks))
+    ds = Planetoid(tmp_path, "Cora", transform=T.NormalizeFeatures())  # as written
+    data = ds[0]
+    want = T.NormalizeFeatures()(Data(x=x.clone())).x
+    torch.testing.assert_close(data.x[:], want)
+    assert data.num_node_features == 6 and ds.num_classes == int(y.max()) + 1
+    assert torch.equal(data.y[:], y)
+    for m, mask in masks.items():
+        assert torch.equal(getattr(data, m), mask)
+    indptr, indices = ds.store.csc()
+    dst = np.repeat(np.arange(n), np.diff(indptr))
+    assert sorted(zip(np.asarray(indices).tolist(), dst.tolist())) == \
+        sorted(zip(*ei.tolist()))
+    with pytest.raises(LoaderArgumentError, match="transform"):
+        Planetoid(tmp_path, "Cora", transform=T.ToUndirected())
+    with pytest.raises(LoaderArgumentError, match="split"):
+        Planetoid(tmp_path, "Cora", split="full")
+    planetoid_store(tmp_path / "raw", Data(x=x, edge_index=ei, y=y, **masks), normalize=False)
+    with pytest.raises(LoaderArgumentError, match="NormalizeFeatures"):
+        Planetoid(tmp_path / "raw", "Cora", transform=T.NormalizeFeatures())
+
+
+def test_planetoid_twin_has_cora_layout(tmp_path):
+    from loaders.datasets.planetoid import planetoid_store
+
+    with fs.open_store(planetoid_store(tmp_path / "c", num_nodes=500, num_edges=1200,
+                                       num_features=50, num_classes=5)) as s:
+        indptr, indices = s.csc()
+        src, dst = np.asarray(indices), np.repeat(np.arange(500), np.diff(indptr))
+        pairs = set(zip(src.tolist(), dst.tolist()))
+        assert len(pairs) == src.shape[0] == 2 * 1200  # both ways, no duplicates
+        assert all((v, u) in pairs for u, v in pairs) and not (src == dst).any()
+        y = np.asarray(s.labels())
+        train = np.asarray(s.split("train"))
+        assert (np.bincount(y[train], minlength=5) == 20).all()  # 20 per class
+        splits = [set(np.asarray(s.split(k)).tolist()) for k in ("train", "valid", "test")]
+        assert not (splits[0] & splits[1] or splits[0] & splits[2] or splits[1] & splits[2])
+        x = s.features().gather(np.arange(500))
+        np.testing.assert_allclose(x.sum(1), 1.0, rtol=1e-5)
