@@ -16,9 +16,10 @@ a memory budget::
    replaced by the key ``src << b | j`` (``j`` the edge's position in the input, ``b`` its
    bits): sources sorted within a destination, so the sorted keys give the store's
    ``indices`` (``key >> b``, checked against the store) and, in the same order, the input
-   position of every CSC slot; duplicate ``(src, dst)`` pairs keep their input order. Each
-   key's slot is scattered into ``slot_of_edge`` (int64 per input edge, -1 for a dropped self
-   loop), a memory-mapped ``.npy`` beside a small JSON record.
+   position of every CSC slot; duplicate ``(src, dst)`` pairs keep their input order. The
+   slots are put in input order by an external bucket permutation (as the columns below) into
+   ``slot_of_edge`` (int64 per input edge, -1 for a dropped self loop), an ``.npy`` written
+   sequentially beside a small JSON record.
 2. **Columns** (:func:`write_edge_column`). The column is streamed in input order (any
    :class:`FeatureSource`: ``.npy``, parquet, CSV) and each row goes to its slot: into an
    array in RAM when the column fits a quarter of the budget, else through scratch bucket
@@ -164,14 +165,18 @@ def _mismatch(writer, et, source, what: str) -> EdgeColumnError:
 
 class _OrderSink:
     """The two sinks :func:`coo_to_csc` streams the keyed sort into: ``indptr`` is compared
-    with the store's, and each block of sorted keys scatters its slots into ``slots`` (and its
-    sources are compared with the store's ``indices``)."""
+    with the store's; the sorted keys' sources are compared with the store's ``indices`` and
+    their slots go to their input positions in ``slots`` through a :class:`_Placer` (an
+    external bucket permutation: no random writes to the memory map)."""
 
     def __init__(self, writer, et: EdgeType, source: EdgeSource, slots: np.ndarray, shift: int,
-                 num_edges: int, num_dst: int, step: int, check_csc: bool, why: str):
+                 num_edges: int, num_dst: int, check_csc: bool, why: str, budget_bytes: int,
+                 tmpdir):
         self.writer, self.et, self.source, self.slots = writer, et, source, slots
         self.shift, self.num_edges, self.num_dst = shift, num_edges, num_dst
-        self.step, self.check, self.why = step, check_csc, why
+        self.check, self.why = check_csc, why
+        self.budget, self.tmpdir = budget_bytes, tmpdir
+        self.step = max(1 << 12, budget_bytes // 128)
         self.edges_out: int | None = None
         self.stored = ({p: _stored(writer, et, p) for p in ("indptr", "indices")}
                        if check_csc else {})
@@ -194,15 +199,28 @@ class _OrderSink:
     def indices(self, blocks, n, dtype) -> None:
         at = 0
         empty = np.empty(0, np.int64)
-        for big in blocks:
-            for lo in range(0, big.shape[0], self.step):
-                keys = np.asarray(big[lo:lo + self.step])
-                ref = self.stored["indices"][at:at + keys.shape[0]] if self.check else empty
-                bad = EK.place_slots(keys, self.shift, at, self.slots, ref, self.check)
-                if bad >= 0:
-                    raise _mismatch(self.writer, self.et, self.source,
-                                    f"Edge {at + bad} has another source")
-                at += keys.shape[0]
+        placer = _Placer(self.slots.shape[0], (), np.dtype(np.int64), self.budget, self.tmpdir,
+                         f"the edge order of {tuple(self.et)}", fill=-1)
+        try:
+            for big in blocks:
+                for lo in range(0, big.shape[0], self.step):
+                    keys = np.asarray(big[lo:lo + self.step])
+                    k = keys.shape[0]
+                    ref = self.stored["indices"][at:at + k] if self.check else empty
+                    pos = np.empty(k, np.int64)
+                    bad = EK.key_positions(keys, self.shift, pos, ref, self.check)
+                    if bad >= 0:
+                        raise _mismatch(self.writer, self.et, self.source,
+                                        f"Edge {at + bad} has another source")
+                    del keys, ref
+                    placer.add(np.arange(at, at + k, dtype=np.int64), pos)
+                    at += k
+            lo = 0
+            for b in placer.blocks(self.step):  # slot of each input position, in order
+                self.slots[lo:lo + b.shape[0]] = b
+                lo += b.shape[0]
+        finally:
+            placer.close()
 
 
 def _key_shift(et: EdgeType, num_src: int, n_stream: int) -> int:
@@ -256,12 +274,10 @@ def edge_order(writer, etype: Sequence[str], source: EdgeSource, path, *,
     _check_free(et, os.path.dirname(os.path.abspath(path)), n_stream * 32)
     partial = path + ".partial.npy"
     slots = open_npy(partial, mode="w+", dtype=np.int64, shape=(n_stream,))
-    step = max(1 << 12, budget_bytes // 64)
-    for lo in range(0, n_stream, step):
-        slots[lo:lo + step] = -1
     stream = concat(source, source.reversed()) if symmetrize else source
-    sink = _OrderSink(writer, et, source, slots, shift, num_edges, num_dst, step, check_csc,
-                      "after dropping self loops" if drop_self_loops else "")
+    sink = _OrderSink(writer, et, source, slots, shift, num_edges, num_dst, check_csc,
+                      "after dropping self loops" if drop_self_loops else "", budget_bytes,
+                      tmpdir)
     stats = coo_to_csc(_KeyedEdges(stream, shift, num_src, num_dst, drop_self_loops),
                        num_src=num_src << shift, num_dst=num_dst, indptr_out=sink.indptr,
                        indices_out=sink.indices, coalesce=False, drop_self_loops=False,
@@ -297,21 +313,23 @@ def column_kind(source: FeatureSource, kind: str = "auto") -> str:
 
 
 class _Placer:
-    """Rows of a column (input order) to CSC order: scattered into one array in RAM when the
-    output fits a quarter of the budget, else distributed into scratch bucket files by output
-    range and each bucket placed in RAM in turn."""
+    """Rows to their output positions (an external bucket permutation): scattered into one
+    array in RAM when the output fits a quarter of the budget, else distributed into scratch
+    bucket files by output range and each bucket placed in RAM in turn. With ``fill``, output
+    rows no input reaches hold ``fill``; without, every output row must be reached once."""
 
-    def __init__(self, order: EdgeOrder, row_shape: tuple, dtype: np.dtype,
-                 budget_bytes: int, tmpdir):
-        self.order, self.shape, self.dtype = order, tuple(row_shape), dtype
+    def __init__(self, n_out: int, row_shape: tuple, dtype: np.dtype, budget_bytes: int,
+                 tmpdir, what: str, fill=None):
+        self.n_out, self.shape, self.dtype = n_out, tuple(row_shape), dtype
+        self.what, self.fill = what, fill
         out_row = max(1, int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize)
         self.bucket_rows = max(1, int(budget_bytes // 4 // (out_row + 8)))
-        self.nb = max(1, -(-order.edges_out // self.bucket_rows))
+        self.nb = max(1, -(-n_out // self.bucket_rows))
         self.counts = np.zeros(self.nb, np.int64)
         self.placed = self.placed_words = None
         self.scratch = None
         if self.nb == 1:
-            self.placed = np.empty((order.edges_out,) + self.shape, dtype)
+            self.placed = self._empty(n_out)
             self.placed_words = EK.as_words(self.placed)
             return
         if tmpdir is not None:
@@ -322,6 +340,11 @@ class _Placer:
 
     def _file(self, b: int, what: str) -> str:
         return os.path.join(self.scratch, f"b{b}.{what}")
+
+    def _empty(self, m: int) -> np.ndarray:
+        if self.fill is None:
+            return np.empty((m,) + self.shape, self.dtype)
+        return np.full((m,) + self.shape, self.fill, self.dtype)
 
     def add(self, block: np.ndarray, dest: np.ndarray) -> None:
         """Place ``block``'s rows at slots ``dest`` (-1: dropped; twice as many entries as
@@ -344,9 +367,9 @@ class _Placer:
                                     .cast("B"))
             c0 += c
 
-    def blocks(self, rows: int, name: str):
-        """The placed rows in CSC order, in blocks of at most ``rows``."""
-        n_out = self.order.edges_out
+    def blocks(self, rows: int):
+        """The placed rows in output order, in blocks of at most ``rows``."""
+        n_out = self.n_out
         if self.placed is not None:
             for lo in range(0, n_out, rows):
                 yield self.placed[lo:lo + rows]
@@ -358,11 +381,11 @@ class _Placer:
             data = np.fromfile(self._file(b, "rows"), dtype=self.dtype).reshape((-1,) + self.shape)
             pos = np.fromfile(self._file(b, "pos"), dtype=np.int64)
             os.remove(self._file(b, "rows"))
-            if data.shape[0] != m or pos.shape[0] != m:
-                raise EdgeColumnError(f"Expected {m} rows of {name} in output range {b} of the "
-                                      f"edge order {self.order.path}. Got {data.shape[0]}: "
-                                      "the order file is damaged.")
-            out = np.empty_like(data)
+            if pos.shape[0] != data.shape[0] or data.shape[0] > m or (
+                    self.fill is None and data.shape[0] != m):
+                raise EdgeColumnError(f"Expected {m} rows of {self.what} in output range {b}. "
+                                      f"Got {data.shape[0]}: the edge order is damaged.")
+            out = self._empty(m)
             EK.place_rows(EK.as_words(out), pos, EK.as_words(data))
             del data, pos
             for i in range(0, m, rows):
@@ -387,7 +410,8 @@ def _placed_blocks(source: FeatureSource, order: EdgeOrder, dtype: np.dtype, row
     n_in = order.edges_in
     out_row = max(1, int(np.prod(source.row_shape, dtype=np.int64)) * dtype.itemsize)
     in_rows = max(1, int(budget_bytes // 8 // (source.row_bytes + 2 * out_row + 32)))
-    placer = _Placer(order, source.row_shape, dtype, budget_bytes, tmpdir)
+    placer = _Placer(order.edges_out, source.row_shape, dtype, budget_bytes, tmpdir,
+                     f"{source.name} (edge order {order.path})")
     try:
         at = 0
         with bar(n_in, f"{source.name}: place", progress, unit="row") as pb:
@@ -408,7 +432,7 @@ def _placed_blocks(source: FeatureSource, order: EdgeOrder, dtype: np.dtype, row
             raise EdgeColumnError(f"Expected {n_in} rows in {source.name} (one per input "
                                   f"edge). Got {at}.")
         stats["overflow"] = state.get("overflow", 0)
-        yield from placer.blocks(rows, source.name)
+        yield from placer.blocks(rows)
     finally:
         placer.close()
 

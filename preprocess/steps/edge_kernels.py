@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["compose_keys", "place_slots", "bucket_order", "place_rows", "take_rows", "as_words"]
+__all__ = ["compose_keys", "key_positions", "bucket_order", "place_rows", "take_rows", "as_words"]
 
 
 def as_words(a: np.ndarray) -> np.ndarray:
@@ -44,15 +44,15 @@ def compose_keys(src, dst, pos0, shift, num_src, num_dst, drop_self_loops, out_k
 
 
 @numba.njit(nogil=True, cache=True)
-def place_slots(keys, shift, slot0, slots, stored, check):
-    """For CSC slots ``slot0 ...`` holding sorted ``keys`` (see :func:`compose_keys`):
-    ``slots[position] = slot``. With ``check``, the key's source must equal ``stored[i]`` (the
-    store's ``indices`` there). Returns -1, or the first ``i`` where it does not."""
+def key_positions(keys, shift, pos, stored, check):
+    """``pos[i]``: the input position in sorted key ``keys[i]`` (see :func:`compose_keys`).
+    With ``check``, the key's source must equal ``stored[i]`` (the store's ``indices`` at that
+    slot). Returns -1, or the first ``i`` where it does not."""
     mask = (np.int64(1) << shift) - 1
     bad = -1
     for i in range(keys.shape[0]):
         k = np.int64(keys[i])
-        slots[k & mask] = slot0 + i
+        pos[i] = k & mask
         if check and bad < 0 and (k >> shift) != np.int64(stored[i]):
             bad = i
     return bad

@@ -29,13 +29,13 @@ _shard.ShardWriter.write = write
 if k == "order":
     from preprocess.steps import edge_kernels
 
-    real_place = edge_kernels.place_slots
+    real_positions = edge_kernels.key_positions
 
-    def place_slots(*a):
-        real_place(*a)
+    def key_positions(*a):
+        real_positions(*a)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    edge_kernels.place_slots = place_slots
+    edge_kernels.key_positions = key_positions
 
 from featurestore.cli import main  # noqa: E402
 
