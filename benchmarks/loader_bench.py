@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 import featurestore as fs
-from featurestore.device import evict, probe_device
+from featurestore.device import MIN_PROBE_MIB, evict, probe_device
 from featurestore.errors import InvalidArgumentError
 from benchmarks import sample_bench as sb
 from benchmarks.options import opt
@@ -357,10 +357,12 @@ def _out_of_core(rep: dict, o: LoaderOptions) -> None:
     cap = o.memcap or f"{max(64 if o.ooc_store else 1536, fbytes // 4 >> 20)}M"
     obs = o.ooc_batch_size or o.batch_size
     if o.task == "link":  # the plan's prediction, under the same cap (before the cold start)
-        iops = o.read_iops or probe_device(p16, seconds=2.0)["randread_4k_qd32_iops"]
-        o = replace(o, read_iops=float(iops))
+        iops = o.read_iops or probe_device(p16, seconds=2.0, size_mib=MIN_PROBE_MIB)[
+            "randread_4k_qd32_iops"]
         log.info("featurestore plan --task link under memcap %s", cap)
-        rep["ooc_plan"] = _in_child("plan", p16, o, obs, cap=cap)
+        rep["ooc_plan"] = dict(_in_child("plan", p16, replace(o, read_iops=float(iops)), obs,
+                                         cap=cap),
+                               read_iops_from="--read-iops" if o.read_iops else "probe (2 s)")
     for f in files_under(p16):  # cold: features and topology out of the page cache
         evict(f)
     log.info("ours out of core under memcap %s", cap)
