@@ -407,30 +407,50 @@ def _split_steps(spec: DatasetSpec) -> list[StepDef]:
 
 
 # -- 7. edge splits (pairs of an edge type; node ids mapped to store ids) --------------------
-def _read_column(ref: FileRef) -> np.ndarray:
-    """A whole edge-split column (a split is small): a ``.npy`` (1-D or ``[n, k]``), or a
-    parquet/CSV column (a list column gives ``[n, k]``)."""
+def _spill(blocks, path: str) -> np.ndarray:
+    """Row blocks streamed into a raw file, then memory-mapped (bounded memory, any length)."""
+    shape, dtype, n = None, None, 0
+    with open(path, "wb") as f:
+        for b in blocks:
+            b = np.ascontiguousarray(b)
+            shape, dtype = (b.shape[1:], b.dtype) if shape is None else (shape, dtype)
+            f.write(memoryview(b.astype(dtype, copy=False)).cast("B"))
+            n += b.shape[0]
+    if not n:
+        return np.empty((0,) + (shape or ()), dtype or np.int64)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(n,) + shape)
+
+
+def _split_column(ctx: SpecContext, sname: str, etype: tuple, col: str, ref: FileRef):
+    """One column of an edge split in bounded memory: ``src``/``dst``/``neg_dst`` node ids
+    mapped to store ids block by block into a work file; another column as it is (a ``.npy``
+    memory-mapped, parquet or CSV streamed into a work file)."""
+    path = os.path.join(ctx.job.workdir, f"edge-split-{sname}-{'__'.join(etype)}-{col}.bin")
+    what = f"{col} of edge split {sname}"
+    if col in ("src", "dst"):
+        m = ctx.mapper(etype[0] if col == "src" else etype[2])
+        blocks = id_column_blocks(ref.path, ref.column, header=ref.header,
+                                  delimiter=ref.delimiter)
+        return _spill((m(b, ref.path, what) for b in blocks), path)
     src = open_columns(ref.path, None if ref.path.lower().endswith(".npy") else ref.column,
                        header=ref.header, delimiter=ref.delimiter)
-    blocks = [np.asarray(b) for b in src.iter_blocks(1 << 22)]
-    return np.concatenate(blocks) if blocks else np.empty((0,) + src.row_shape, src.dtype)
+    if col != "neg_dst":
+        return src.array() if src.array() is not None else _spill(src.iter_blocks(1 << 20),
+                                                                   path)
+    m = ctx.mapper(etype[2])
+
+    def mapped():
+        at = 0
+        for b in src.iter_blocks(1 << 20):
+            b = np.asarray(b)
+            yield m(b.reshape(-1), ref.path, what, at).reshape(b.shape)
+            at += b.size
+
+    return _spill(mapped(), path)
 
 
 def _edge_split(ctx: SpecContext, sname: str, etype: tuple, cols: dict) -> dict:
-    out = {}
-    for col, ref in cols.items():
-        if col in ("src", "dst"):
-            nt = etype[0] if col == "src" else etype[2]
-            out[col] = np.concatenate([
-                ctx.mapper(nt)(b, ref.path, f"{col} of edge split {sname}")
-                for b in id_column_blocks(ref.path, ref.column, header=ref.header,
-                                          delimiter=ref.delimiter)] or [np.empty(0, np.int64)])
-        elif col == "neg_dst":
-            raw = _read_column(ref)
-            out[col] = ctx.mapper(etype[2])(raw.reshape(-1), ref.path,
-                                            f"neg_dst of edge split {sname}").reshape(raw.shape)
-        else:
-            out[col] = _read_column(ref)
+    out = {col: _split_column(ctx, sname, etype, col, ref) for col, ref in cols.items()}
     n = out["src"].shape[0]
     for col, a in out.items():
         if a.shape[0] != n:
@@ -438,6 +458,7 @@ def _edge_split(ctx: SpecContext, sname: str, etype: tuple, cols: dict) -> dict:
                                 f"{col!r} of edge split {sname!r} ({cols[col].path}). Got "
                                 f"{a.shape[0]}.")
     ctx.job.writer.add_edge_split(sname, etype, **out)
+    del out
     return {"pairs": int(n)}
 
 

@@ -277,6 +277,10 @@ def test_killed_spec_job_resumes_to_the_same_store(tmp_path):
     (("{src: valid_src.npy, dst", "{dst"), "SpecError", "Expected a src column"),
     (("dst: valid_dst.npy", "dst: user_ids.npy"), "IdsOutOfRangeInputError",
      r"user_ids.npy"),
+    (("label: valid_y.npy", "label: sim_w.npy"), "BadInputError",
+     r"Expected 10 rows .as src, .*valid_src.npy. in column 'label' of edge split 'valid'"),
+    (("      rating: {column: rating}", "      rating: {column: nothere}"), "BadInputError",
+     r"Expected a column 'nothere' in .*rates.parquet"),
 ])
 def test_spec_refusals(tmp_path, change, error, match):
     import preprocess.errors as pe
