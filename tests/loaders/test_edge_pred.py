@@ -176,3 +176,29 @@ def test_edge_sampler_passed_to_neighbor_loader_is_named(sym_store):
     with pytest.raises(LoaderArgumentError, match="loaders.dgl.DataLoader") as e:
         NeighborLoader(sym_store, sampler, np.arange(10), device="cpu")
     assert "swap" not in str(e.value) and "order" not in str(e.value)
+
+
+def test_linkprop_dataset_and_evaluator(tmp_path, sym_store):
+    """OGB's DglLinkPropPredDataset/Evaluator stand-ins: the stored edge splits under OGB's
+    keys, and ranks counted by hand (ties half)."""
+    import torch
+
+    from loaders.datasets.linkprop import DglLinkPropPredDataset, Evaluator
+
+    w = fs.create_store(tmp_path / "ogbl-x", mode="w")
+    w.add_node_type("node", 10)
+    w.add_edge_type(ET, np.arange(11, dtype=np.int64), np.arange(10, dtype=np.int64))
+    w.add_edge_split("valid", ET, src=[1, 2], dst=[3, 4], neg_dst=[[5, 6], [7, 8]])
+    w.commit()
+    split = DglLinkPropPredDataset("ogbl-x", root=tmp_path).get_edge_split()
+    assert list(split) == ["valid"]
+    assert split["valid"]["source_node"].tolist() == [1, 2]
+    assert split["valid"]["target_node_neg"].tolist() == [[5, 6], [7, 8]]
+    pos = torch.tensor([0.5, 0.1, 0.9])
+    neg = torch.tensor([[0.7, 0.5, 0.1], [0.2, 0.3, 0.0], [0.1, 0.2, 0.3]])
+    out = Evaluator("ogbl-citation2").eval({"y_pred_pos": pos, "y_pred_neg": neg})
+    ranks = [1 + 1 + 0.5, 1 + 2, 1.0]  # by hand: higher negatives, ties half
+    assert out["mrr_list"].tolist() == pytest.approx([1 / r for r in ranks])
+    assert out["hits@1_list"].tolist() == [0.0, 0.0, 1.0]
+    with pytest.raises(LoaderArgumentError, match="ogbl-collab"):
+        Evaluator("ogbl-collab")
