@@ -58,7 +58,8 @@ PLAN_SHARE_TARGET = 0.8
 
 @dataclass(frozen=True)
 class LoaderOptions:
-    """Loaders: ours vs PyG NeighborLoader and DGL, in RAM and on disk."""
+    """Loaders: ours vs PyG NeighborLoader (LinkNeighborLoader with --task link) and DGL, in
+    RAM and on disk."""
 
     workdir: str = opt("bench-data", "where the stores are made (reused)")
     on_store: str | None = opt(None, "measure our loader on this store (its 'train' split) "
