@@ -129,3 +129,37 @@ def test_ported_pyg_graph_sage_unsup(tmp_path, monkeypatch, capsys):
         ported = torch.cat([g["model"](b.x, b.edge_index)[:b.batch_size]
                             for b in g["NeighborLoader"](g["data"], [-1, -1], batch_size=128)])
     torch.testing.assert_close(ported, full, atol=1e-5, rtol=1e-4)
+
+
+#: PyG's examples/graph_sage_unsup.py at pyg-team/pytorch_geometric 5c6461b2 (its git blob id)
+GRAPH_SAGE_UNSUP_BLOB = "822c005994fa98d46d05b1c35ff4a4e265098930"
+#: the port's hunks, (upstream lines, ported lines), as docs/migrate.md lists them
+GRAPH_SAGE_UNSUP_HUNKS = [
+    (["from torch_geometric.datasets import Planetoid\n",
+      "from torch_geometric.loader import LinkNeighborLoader\n"],
+     ["from loaders.datasets import Planetoid\n",
+      "from loaders import LinkNeighborLoader, NeighborLoader\n"]),
+    (["    out = model(data.x, data.edge_index).cpu()\n"],
+     ["    loader = NeighborLoader(data, [-1, -1], batch_size=1024)"
+      "  # every node, all neighbours\n",
+      "    out = torch.cat([model(b.x, b.edge_index)[:b.batch_size] for b in loader]).cpu()\n"]),
+]
+
+
+def test_graph_sage_unsup_port_is_upstream_plus_its_hunks():
+    """Below its 3-line header (origin, licence), the port is PyG's file byte for byte but for
+    the listed hunks: undoing them gives PyG's git blob; they count 4 lines (<= 10)."""
+    import hashlib
+
+    lines = (EXAMPLES / "graph_sage_unsup.py").read_text().splitlines(keepends=True)
+    header, body = "".join(lines[:3]), "".join(lines[3:])
+    assert header.count("\n# ") == 2 and "MIT licence" in header and "pyg-team" in header
+    assert "Permission is hereby granted" in (EXAMPLES / "LICENSE-PyG").read_text()
+    for upstream, ported in GRAPH_SAGE_UNSUP_HUNKS:
+        assert body.count("".join(ported)) == 1
+        body = body.replace("".join(ported), "".join(upstream))
+    raw = body.encode()
+    assert hashlib.sha1(b"blob %d\0" % len(raw) + raw).hexdigest() == GRAPH_SAGE_UNSUP_BLOB
+    changed = sum(max(len(a), len(b)) for a, b in GRAPH_SAGE_UNSUP_HUNKS)
+    assert changed == 4 <= 10
+    assert "4 changed lines of code" in (EXAMPLES.parent / "docs" / "migrate.md").read_text()
