@@ -147,12 +147,26 @@ def test_degree_weighted_negatives_follow_weight(homo_store):
     (dict(neg_sampling=NegativeSampling("triplet", 1.5)), "integer"),
     (dict(neg_sampling="quad"), "binary"),
     (dict(edge_label=np.ones(3)), "one row per pair"),
-    (dict(output="dgl"), "dgl"),
 ])
 def test_bad_arguments_named(homo_store, kw, err):
     pairs = _pairs(homo_store, 10, seed=6)
     with pytest.raises(fs.FeatureStoreError, match=err):
         LinkNeighborLoader(homo_store, [2], pairs, device="cpu", **kw)
+
+
+def test_dgl_output_without_dgl_names_what_to_install(homo_store):
+    """output="dgl" is served (tests/loaders/dgl_tests/test_dgl_edge_pred.py); without DGL the
+    loader fails when built, saying what to install."""
+    from loaders.convert.dgl import DGLNotInstalledError, require_dgl
+
+    try:
+        require_dgl()
+        pytest.skip("DGL is installed here: output='dgl' is tested in the DGL environment")
+    except DGLNotInstalledError:
+        pass
+    with pytest.raises(DGLNotInstalledError, match="dgl==2.1.0"):
+        LinkNeighborLoader(homo_store, [2], _pairs(homo_store, 10, seed=6), device="cpu",
+                           output="dgl")
 
 
 def test_pairs_out_of_range_and_shape(homo_store):
