@@ -132,7 +132,8 @@ def check_triples(arr: np.ndarray, bounds: tuple, names: tuple, path: str, meta_
                         f"Expected {names[j]} ids in [0, {hi:,}) ({meta_path}: num_{what}) "
                         f"in {path}. Got {int(col[i])} at row {lo + i}, column {j}.")
             if nrel:
-                counts += np.bincount(b[:, names.index("relation")], minlength=nrel)
+                rel = b[:, names.index("relation")].astype(np.int64, copy=False)
+                counts += np.bincount(rel, minlength=nrel)
             pb.update(b.shape[0])
     return counts
 

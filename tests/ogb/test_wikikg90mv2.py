@@ -248,6 +248,25 @@ def test_bad_input_is_named(wiki_root, tmp_path, case, match):
         fs.open_store(tmp_path / "s")
 
 
+def test_int32_and_uint16_inputs(wiki_root, raw, tmp_path):
+    """Narrower integer files than the official int64: the same store content (the id
+    columns converted in blocks)."""
+    root, p = _copy_twin(wiki_root, tmp_path)
+    np.save(p.processed("train_hrt"), raw["train_hrt"].astype(np.int32))
+    np.save(p.processed("val_hr"), raw["val_hr"].astype(np.uint16))
+    preprocess_wikikg90mv2(root, tmp_path / "s", budget_bytes=16 << 20, progress=False)
+    s = fs.open_store(tmp_path / "s")
+    tr = s.edge_split("train", KG_ETYPE)
+    assert tr["src"].dtype == np.int64 and tr["relation"].dtype == np.int32
+    for col, j in (("src", 0), ("relation", 1), ("dst", 2)):
+        np.testing.assert_array_equal(tr[col], raw["train_hrt"][:, j])
+    h, r, t = raw["train_hrt"].T
+    order = np.lexsort((h, t))
+    for a, want in zip(_csc_triples(s, KG_ETYPE), (h[order], r[order], t[order])):
+        np.testing.assert_array_equal(a, want)
+    np.testing.assert_array_equal(s.edge_split("valid", KG_ETYPE)["src"], raw["val_hr"][:, 0])
+
+
 def test_missing_file_and_dry_run(wiki_root, tmp_path):
     root, p = _copy_twin(wiki_root, tmp_path)
     job = preprocess_wikikg90mv2(root, tmp_path / "dry", dry_run=True, progress=False)
