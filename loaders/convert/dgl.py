@@ -132,7 +132,7 @@ def to_dgl_link(batch: MiniBatch) -> tuple:
 
     The pair graphs have every node and edge type of the blocks and the nodes of
     ``blocks[-1]``'s destination side (the batch's endpoints, same order; ``ndata[dgl.NID]``
-    their store ids); their edges are the positive (negative) pairs of the link's edge type.
+    their store ids); their edges are the positive (negative) pairs of the seed edge types.
     ``pair_graph.edata[dgl.EID]`` holds the seed edge ids when the batch has them, and the
     link's ``edata`` (DGL's ``prefetch_labels``) is set on the pair graph's edges.
     """
@@ -140,38 +140,48 @@ def to_dgl_link(batch: MiniBatch) -> tuple:
 
     dgl = require_dgl()
     input_nodes, _, blocks = to_dgl(batch)
-    link = batch.subgraph.link
-    et, n = tuple(link["edge_type"]), len(link["input_id"])
-    if "src_index" in link:  # PyG's triplet layout: k destinations per positive
-        s, neg_dst = link["src_index"], np.asarray(link["dst_neg_index"]).reshape(n, -1)
-        pos, neg = (s, link["dst_pos_index"]), (np.repeat(s, neg_dst.shape[1]), neg_dst.ravel())
-        has_neg = True
-    else:
-        eli = np.asarray(link["edge_label_index"])
-        pos, neg = eli[:, :n], eli[:, n:]
-        has_neg = bool(link.get("has_neg", eli.shape[1] > n))
+    pairs, has_neg = _link_pairs(batch.subgraph.link)
     last = blocks[-1].cpu() if batch.device.type != "cpu" else blocks[-1]
     num = {nt: last.num_dst_nodes(nt) for nt in last.dsttypes}
 
-    def pair_graph(pairs):
+    def pair_graph(which: int):
         empty = torch.zeros(0, dtype=torch.int64)
         data = {cet: (empty, empty) for cet in last.canonical_etypes}
-        data[et] = tuple(torch.from_numpy(np.ascontiguousarray(p, dtype=np.int64))
-                         for p in pairs)
+        for et, p in pairs.items():
+            data[et] = tuple(torch.from_numpy(np.ascontiguousarray(x, dtype=np.int64))
+                             for x in p[which])
         g = dgl.heterograph(data, num_nodes_dict=num, idtype=torch.int64)
         for nt in num:
             g.nodes[nt].data[dgl.NID] = last.dstnodes[nt].data[dgl.NID]
         return g
 
-    pg = pair_graph(pos)
-    if "e_id" in link:
-        pg.edges[et].data[dgl.EID] = torch.from_numpy(np.asarray(link["e_id"], np.int64))
-    for name, v in link.get("edata", {}).items():
-        pg.edges[et].data[name] = torch.as_tensor(np.asarray(v))
-    graphs = [pg, pair_graph(neg)] if has_neg else [pg]
+    pg = pair_graph(0)
+    for et, (_, _, eids, edata) in pairs.items():
+        if eids is not None:
+            pg.edges[et].data[dgl.EID] = torch.from_numpy(np.asarray(eids, np.int64))
+        for name, v in edata.items():
+            pg.edges[et].data[name] = torch.as_tensor(np.asarray(v))
+    graphs = [pg, pair_graph(1)] if has_neg else [pg]
     if batch.device.type != "cpu":
         graphs = [g.to(batch.device) for g in graphs]
     return (input_nodes, *graphs, blocks)
+
+
+def _link_pairs(link: dict) -> tuple[dict, bool]:
+    """``({edge type: (positives, negatives, e_id, edata)}, has negatives?)`` of a link batch,
+    local ids: the edge-prediction layout (``pairs``) or PyG's (binary ``edge_label_index``,
+    the positives first; triplet ``src_index``/``dst_pos_index``/``dst_neg_index``, the
+    source repeated for its negatives, as DGL's ``Uniform(k)``)."""
+    if "pairs" in link:
+        return {tuple(et): v for et, v in link["pairs"].items()}, bool(link["has_neg"])
+    et, n = tuple(link["edge_type"]), len(link["input_id"])
+    if "src_index" in link:
+        s, neg_dst = link["src_index"], np.asarray(link["dst_neg_index"]).reshape(n, -1)
+        pos = np.stack([s, link["dst_pos_index"]])
+        neg = np.stack([np.repeat(s, neg_dst.shape[1]), neg_dst.ravel()])
+        return {et: (pos, neg, None, {})}, True
+    eli = np.asarray(link["edge_label_index"])
+    return {et: (eli[:, :n], eli[:, n:], None, {})}, eli.shape[1] > n
 
 
 def _type_blocks(dgl, blocks: list, node_type, edge_type) -> None:

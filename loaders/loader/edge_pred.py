@@ -73,29 +73,29 @@ def _ids(v) -> np.ndarray:
     return np.asarray(v)
 
 
-def seed_edges_of(store, seed_edges) -> tuple[EdgeType, np.ndarray]:
-    """The edge type and validated int64 ids of DGL's ``indices`` (ids of the only edge type,
-    or ``{etype: ids}`` with one edge type)."""
+def seed_edges_of(store, seed_edges) -> list[tuple[EdgeType, np.ndarray]]:
+    """``[(edge type, validated int64 ids), ...]`` of DGL's ``indices``: ids of the only edge
+    type, or ``{etype: ids}`` (in the dict's order, as DGL's loader concatenates them)."""
     if isinstance(seed_edges, Mapping):
-        if len(seed_edges) != 1:
-            raise UnsupportedArgumentError(
-                f"Expected seed edges of one edge type ({{etype: eids}}). Got "
-                f"{len(seed_edges)} edge types ({list(seed_edges)}) instead: build one "
-                f"loader per edge type.")
-        (et, ids), = seed_edges.items()
-        et = _etype(store, et)
+        items = [(_etype(store, et), ids) for et, ids in seed_edges.items()]
+        if not items or len({et for et, _ in items}) != len(items):
+            raise LoaderArgumentError(f"Expected seed edges as {{etype: eids}} with distinct "
+                                      f"edge types. Got {list(seed_edges)} instead.")
     else:
         if len(store.edge_types) != 1:
             raise LoaderArgumentError(f"Expected seed edges as {{etype: eids}} on a store of "
                                       f"edge types {store.edge_types}. Got ids without an edge "
                                       f"type instead.")
-        et, ids = store.edge_types[0], seed_edges
-    ids = _ids(ids)
-    if ids.dtype == np.bool_:
-        raise LoaderArgumentError("Expected seed edges as edge ids. Got a boolean mask instead "
-                                  "(pass mask.nonzero()).")
-    ids = check_ids(ids, store.num_edges(et), f"seed edge ids of {tuple(et)}")
-    return et, np.asarray(ids, dtype=np.int64)
+        items = [(store.edge_types[0], seed_edges)]
+    out = []
+    for et, ids in items:
+        ids = _ids(ids)
+        if ids.dtype == np.bool_:
+            raise LoaderArgumentError("Expected seed edges as edge ids. Got a boolean mask "
+                                      "instead (pass mask.nonzero()).")
+        ids = check_ids(ids, store.num_edges(et), f"seed edge ids of {tuple(et)}")
+        out.append((et, np.asarray(ids, dtype=np.int64)))
+    return out
 
 
 class EdgePredictionLoader(LinkNeighborLoader):
@@ -107,7 +107,7 @@ class EdgePredictionLoader(LinkNeighborLoader):
         A store (or a view of one).
     seed_edges
         Edge ids (positions in the edge type's CSC ``indices``) of the only edge type, or
-        ``{etype: ids}`` with one edge type (canonical or relation name).
+        ``{etype: ids}`` (canonical or relation names; a batch may mix edge types, as DGL's).
     num_neighbors
         Fanouts, or a ``dgl.dataloading.NeighborSampler`` (read as the node loader reads it).
     exclude, reverse_eids, reverse_etypes
@@ -118,7 +118,7 @@ class EdgePredictionLoader(LinkNeighborLoader):
     negatives
         An :class:`EdgeNegatives`, or ``None``.
     prefetch_labels
-        Names of edge values or features of the edge type set on the pair graph's edges.
+        Names of edge values or features of the seed edge types set on the pair graph's edges.
     **kwargs
         What :class:`~loaders.NeighborLoader` takes (``batch_size``, ``shuffle``, ``device``,
         ``output`` ...).
@@ -138,33 +138,40 @@ class EdgePredictionLoader(LinkNeighborLoader):
         super().__init__(store, num_neighbors, neg_sampling=neg, **kwargs)
 
     def _set_inputs(self, input_nodes) -> None:
-        """The seed edges: type, ids, endpoints; exclusion and the pair graph's edge data."""
+        """The seed edges: types, ids, endpoints; exclusion and the pair graph's edge data."""
         seeds, exclude, rev_eids, rev_etypes, negatives, labels = self._edge_args
         store = self.store
-        et, eids = seed_edges_of(store, seeds)
-        indptr, indices = store.csc(et)
-        src, dst = edge_endpoints(indptr, indices, eids)
-        self.edge_type, self.neg_sampling, self._eids = et, self._link_args[2], eids
-        self._pairs = np.ascontiguousarray(np.stack([src, dst]))
+        per = seed_edges_of(store, seeds)
+        #: the seed edge types, and per seed position its type's index, id and endpoints
+        self.edge_types = [et for et, _ in per]
+        self._etype_of = np.concatenate([np.full(len(ids), t, np.int8)
+                                         for t, (_, ids) in enumerate(per)])
+        self._eids = np.concatenate([ids for _, ids in per])
+        ends = [edge_endpoints(*store.csc(et), ids) for et, ids in per]
+        self._pairs = np.ascontiguousarray(np.stack([np.concatenate([e[0] for e in ends]),
+                                                     np.concatenate([e[1] for e in ends])]))
+        self.edge_type, self.neg_sampling = per[0][0], self._link_args[2]
         self._label, self._cdf, self._exclude = None, None, ()
         self.negatives = negatives
-        self._rule = self._exclusion_rule(exclude, rev_eids, rev_etypes)
-        names = (set(store.edge_value_names(et)) | set(store.edge_feature_names(et))
-                 if labels else set())
-        missing = [n for n in labels if n not in names]
-        if missing:
-            raise LoaderArgumentError(f"Expected prefetch_labels among the edge values and "
-                                      f"features of {tuple(et)} ({sorted(names)}). Got "
-                                      f"{missing} instead.")
+        self._rules = {et: self._exclusion_rule(et, exclude, rev_eids, rev_etypes)
+                       for et in self.edge_types}
+        for et in self.edge_types if labels else ():
+            names = set(store.edge_value_names(et)) | set(store.edge_feature_names(et))
+            missing = [n for n in labels if n not in names]
+            if missing:
+                raise LoaderArgumentError(f"Expected prefetch_labels among the edge values and "
+                                          f"features of {tuple(et)} ({sorted(names)}). Got "
+                                          f"{missing} instead.")
         self.prefetch_labels = labels
-        self.seed_type, self.input_nodes, self._input_id = et.src, self._pairs[0], None
-        if 0 < eids.shape[0] < self.world_size:
+        self.seed_type, self.input_nodes, self._input_id = per[0][0].src, self._pairs[0], None
+        if 0 < self._eids.shape[0] < self.world_size:
             raise LoaderArgumentError(f"Expected at least world_size={self.world_size} seed "
-                                      f"edges. Got {eids.shape[0]}.")
+                                      f"edges. Got {self._eids.shape[0]}.")
 
-    def _exclusion_rule(self, exclude, rev_eids, rev_etypes) -> tuple:
-        """``(mode, reverse ids or reverse type)`` after validating DGL's arguments."""
-        et, store = self.edge_type, self.store
+    def _exclusion_rule(self, et, exclude, rev_eids, rev_etypes) -> tuple:
+        """``(mode, reverse ids or reverse type)`` of seed type ``et``, DGL's arguments
+        validated."""
+        store = self.store
         if exclude == "reverse_id":
             if isinstance(rev_eids, Mapping):
                 m = {_etype(store, k): v for k, v in rev_eids.items()}
@@ -187,10 +194,9 @@ class EdgePredictionLoader(LinkNeighborLoader):
             return "reverse_types", rev
         return exclude, None
 
-    def excluded(self, eids, src, dst) -> dict:
-        """``{edge type: ids}`` leaving the sampled graph of a batch of seed edges."""
-        mode, arg = self._rule
-        et = self.edge_type
+    def excluded(self, et, eids, src, dst) -> dict:
+        """``{edge type: ids}`` leaving the sampled graph for seed edges ``eids`` of ``et``."""
+        mode, arg = self._rules[et]
         if mode is None:
             return {}
         if mode == "reverse_id":
@@ -202,59 +208,85 @@ class EdgePredictionLoader(LinkNeighborLoader):
             out[arg] = np.union1d(out[arg], rev) if arg == et else rev
         return out
 
+    def _negatives(self, t: int, et, src, key) -> tuple[np.ndarray, np.ndarray]:
+        """The negative pairs of ``src``'s positives of seed type ``et`` (index ``t``)."""
+        neg = self.negatives
+        if neg is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        key = key if t == 0 else negative_key(key, 16 + t)
+        n_src, n_dst = self.store.num_nodes(et.src), self.store.num_nodes(et.dst)
+        if neg.kind == "per_source":
+            ns = np.repeat(src, neg.k)
+            return ns, uniform_negatives(negative_key(key, 1), ns.shape[0], n_dst)
+        indptr, indices = self.sampler.graph.csc[et]
+        return global_uniform_negatives(
+            key, src.shape[0] * neg.k, n_src, n_dst, indptr, indices,
+            exclude_self_loops=neg.exclude_self_loops and et.src == et.dst, replace=neg.replace)
+
     def sample_batch(self, epoch: int, k: int, pos: np.ndarray) -> SampledSubgraph:
         """Batch ``k`` of ``epoch``: the seed edges at positions ``pos``, negatives drawn from
         ``(seed, epoch, k)``, and the computation graph of every endpoint."""
-        et, neg = self.edge_type, self.negatives
-        eids = self._eids[pos]
-        src, dst = self._pairs[0][pos], self._pairs[1][pos]
-        n_src, n_dst = self.store.num_nodes(et.src), self.store.num_nodes(et.dst)
         key = batch_key(self.seed, epoch, k)
-        if neg is None:
-            ns = nd = np.zeros(0, np.int64)
-        elif neg.kind == "per_source":
-            ns = np.repeat(src, neg.k)
-            nd = uniform_negatives(negative_key(key, 1), ns.shape[0], n_dst)
-        else:
-            indptr, indices = self.sampler.graph.csc[et]
-            ns, nd = global_uniform_negatives(
-                key, src.shape[0] * neg.k, n_src, n_dst, indptr, indices,
-                exclude_self_loops=neg.exclude_self_loops and et.src == et.dst,
-                replace=neg.replace)
-        edata = {name: self._edge_rows(name, eids) for name in self.prefetch_labels}
-        return sample_edge_batch(self.sampler, et, (src, dst), (ns, nd), eids,
-                                 np.asarray(pos, np.int64), self.excluded(eids, src, dst),
+        types = self._etype_of[pos]
+        parts, drop = {}, {}
+        for t, et in enumerate(self.edge_types):
+            at = pos[types == t]
+            if at.shape[0] == 0:
+                continue
+            eids, src, dst = self._eids[at], self._pairs[0][at], self._pairs[1][at]
+            parts[et] = (src, dst, *self._negatives(t, et, src, key), eids,
+                         {name: self._edge_rows(et, name, eids) for name in self.prefetch_labels})
+            for xet, ids in self.excluded(et, eids, src, dst).items():
+                drop[xet] = np.union1d(drop[xet], ids) if xet in drop else ids
+        return sample_edge_batch(self.sampler, parts, np.asarray(pos, np.int64), drop,
                                  seed=self.seed, epoch=epoch, batch=k,
-                                 has_neg=neg is not None, edata=edata)
+                                 has_neg=self.negatives is not None)
 
-    def _edge_rows(self, name: str, eids: np.ndarray) -> np.ndarray:
-        et, store = self.edge_type, self.store
+    def batch_seeds(self, pos: np.ndarray) -> np.ndarray:
+        """The seed-type endpoints of a batch (the presample pass ranks rows by them)."""
+        et = self._etype_of[pos]
+        src_ok = np.array([t.src == self.seed_type for t in self.edge_types])[et]
+        dst_ok = np.array([t.dst == self.seed_type for t in self.edge_types])[et]
+        return np.unique(np.concatenate([self._pairs[0][pos][src_ok],
+                                         self._pairs[1][pos][dst_ok]]))
+
+    def max_batch_seeds(self) -> dict[str, int]:
+        """The most seed nodes a batch has, per node type: both endpoints of ``B`` positives
+        and ``k * B`` negatives, of any seed edge type."""
+        k = 0 if self.negatives is None else int(self.negatives.k)
+        types = {t for et in self.edge_types for t in (et.src, et.dst)}
+        return {t: 2 * self.batch_size * (1 + k) for t in types}
+
+    def _edge_rows(self, et, name: str, eids: np.ndarray) -> np.ndarray:
+        store = self.store
         if name in store.edge_value_names(et):
             return np.asarray(store.edge_values(et, name))[eids]
         return store.edge_features(et, name).gather(eids)
 
 
-def sample_edge_batch(sampler, et: EdgeType, pos: tuple, neg: tuple, eids: np.ndarray,
-                      input_id: np.ndarray, drop: dict, *, seed: int, epoch: int, batch: int,
-                      has_neg: bool, edata: dict | None = None) -> SampledSubgraph:
-    """One edge-prediction batch: the computation graph of the endpoints of the positive
-    pairs ``pos`` and negative pairs ``neg`` (``(src, dst)`` store ids; the sorted unique
-    endpoints first, per type), without the edges ``drop`` (``{edge type: ids}``), with
-    ``subgraph.link``: ``edge_type``, ``input_id``, ``e_id`` (the positives' ids),
-    ``edge_label_index`` (positives, then negatives, local ids), ``has_neg`` and ``edata``."""
-    src, dst = np.concatenate([pos[0], neg[0]]), np.concatenate([pos[1], neg[1]])
-    if et.src == et.dst:
-        seeds, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
-        inv_src, inv_dst = inv[:src.shape[0]], inv[src.shape[0]:]
-        sub = sampler.sample(seeds, et.src, seed=seed, epoch=epoch, batch=batch)
-    else:
-        s_seeds, inv_src = np.unique(src, return_inverse=True)
-        d_seeds, inv_dst = np.unique(dst, return_inverse=True)
-        sub = sampler.sample(s_seeds, et.src, seed=seed, epoch=epoch, batch=batch,
-                             more_seeds={et.dst: d_seeds})
+def sample_edge_batch(sampler, parts: dict, input_id: np.ndarray, drop: dict, *, seed: int,
+                      epoch: int, batch: int, has_neg: bool) -> SampledSubgraph:
+    """One edge-prediction batch: ``parts`` is ``{edge type: (src, dst, neg_src, neg_dst,
+    e_id, edata)}`` in store ids. Samples the computation graph of every endpoint (per node
+    type the sorted unique endpoints first), drops the edges ``drop`` (``{edge type: ids}``),
+    and sets ``subgraph.link``: ``input_id``, ``has_neg`` and ``pairs``, ``{edge type:
+    (positives (2, n), negatives (2, m), e_id, edata)}`` in local ids."""
+    ends: dict[str, list] = {}
+    for et, (src, dst, ns, nd, _, _) in parts.items():
+        ends.setdefault(et.src, []).extend([src, ns])
+        ends.setdefault(et.dst, []).extend([dst, nd])
+    seeds = {t: np.unique(np.concatenate(v)) for t, v in ends.items()}
+    first = next(iter(parts)).src
+    sub = sampler.sample(seeds[first], first, seed=seed, epoch=epoch, batch=batch,
+                         more_seeds={t: v for t, v in seeds.items() if t != first} or None)
     for xet, ids in drop.items():
         sub = drop_edges(sub, xet, ids)
-    link = {"edge_type": et, "input_id": input_id, "e_id": eids, "has_neg": has_neg,
-            "edge_label_index": np.stack([inv_src, inv_dst]).astype(np.int64),
-            "edata": edata or {}}
+    pairs = {}
+    for et, (src, dst, ns, nd, eids, edata) in parts.items():
+        ls = np.searchsorted(seeds[et.src], np.concatenate([src, ns]))
+        ld = np.searchsorted(seeds[et.dst], np.concatenate([dst, nd]))
+        n = src.shape[0]
+        pairs[et] = (np.stack([ls[:n], ld[:n]]), np.stack([ls[n:], ld[n:]]), eids, edata)
+    link = {"edge_type": next(iter(parts)), "input_id": input_id, "has_neg": has_neg,
+            "pairs": pairs}
     return dataclasses.replace(sub, link=link)

@@ -63,9 +63,10 @@ def test_pairs_map_back_to_seed_edges_and_per_source_negatives(homo_store):
         sub, link = mb.subgraph, mb.subgraph.link
         want = eids[50 * k: 50 * (k + 1)]
         n = want.shape[0]
-        eli = link["edge_label_index"]
-        assert eli.shape == (2, 4 * n) and link["has_neg"]
-        np.testing.assert_array_equal(link["e_id"], want)
+        (et, (p, q, e_id, _)), = link["pairs"].items()
+        eli = np.concatenate([p, q], axis=1)
+        assert tuple(et) == ET and eli.shape == (2, 4 * n) and link["has_neg"]
+        np.testing.assert_array_equal(e_id, want)
         np.testing.assert_array_equal(_global(sub, "node", eli[0, :n]), src[want])
         np.testing.assert_array_equal(_global(sub, "node", eli[1, :n]), dst[want])
         # Uniform(k): k negatives per positive, the positive's source repeated
@@ -80,9 +81,10 @@ def test_global_uniform_negatives_are_not_edges(homo_store):
     edges = set(zip(src.tolist(), dst.tolist()))
     eids = np.arange(0, 3000, 30)
     for mb in _batches(homo_store, eids, negatives=EdgeNegatives("global", 2)):
-        sub, eli = mb.subgraph, mb.subgraph.link["edge_label_index"]
-        n = len(mb.subgraph.link["input_id"])
-        ns, nd = _global(sub, "node", eli[0, n:]), _global(sub, "node", eli[1, n:])
+        sub = mb.subgraph
+        (pos, neg, _, _), = sub.link["pairs"].values()
+        n = pos.shape[1]
+        ns, nd = _global(sub, "node", neg[0]), _global(sub, "node", neg[1])
         pairs = list(zip(ns.tolist(), nd.tolist()))
         assert len(pairs) == 2 * n and len(set(pairs)) == len(pairs)
         assert not any(p in edges for p in pairs) and not (ns == nd).any()
@@ -138,6 +140,33 @@ def test_reverse_types_against_brute_force(hetero_store):
         assert set(sub.edge[rt].tolist()) == _in_edges(hetero_store, authors, rt) - rev_drop
 
 
+def test_batches_mix_seed_edge_types(hetero_store):
+    """{etype: eids} of two types: positions run over the types in the dict's order (DGL's),
+    each type's pairs map back to its seed edges, and its exclusions leave its edges only."""
+    wr, ci = ("author", "writes", "paper"), ("paper", "cites", "paper")
+    rng = np.random.default_rng(3)
+    ids = {wr: rng.choice(hetero_store.num_edges(wr), 30, replace=False),
+           ci: rng.choice(hetero_store.num_edges(ci), 20, replace=False)}
+    ends = {et: _coo(hetero_store, et) for et in ids}
+    seq = [(wr, e) for e in ids[wr]] + [(ci, e) for e in ids[ci]]
+    batches = _batches(hetero_store, {"writes": ids[wr], "cites": ids[ci]}, batch_size=20,
+                       fanouts=[-1], exclude="self", negatives=EdgeNegatives("per_source", 2))
+    assert len(batches) == 3
+    for k, mb in enumerate(batches):
+        sub, want = mb.subgraph, seq[20 * k: 20 * (k + 1)]
+        assert sorted(map(tuple, sub.link["pairs"])) == sorted({et for et, _ in want})
+        for et, (pos, neg, e_id, _) in sub.link["pairs"].items():
+            mine = np.array([e for t, e in want if t == tuple(et)])
+            np.testing.assert_array_equal(e_id, mine)
+            np.testing.assert_array_equal(_global(sub, et[0], pos[0]), ends[tuple(et)][0][mine])
+            np.testing.assert_array_equal(_global(sub, et[2], pos[1]), ends[tuple(et)][1][mine])
+            np.testing.assert_array_equal(_global(sub, et[0], neg[0]),
+                                          np.repeat(ends[tuple(et)][0][mine], 2))
+            assert not set(sub.edge[et].tolist()) & set(mine.tolist())
+            assert set(mine.tolist()) & _in_edges(hetero_store, _global(
+                sub, et[2], pos[1]), et)  # there to be excluded: every neighbour is taken
+
+
 def test_reverse_edge_ids_refuses_an_asymmetric_type(homo_store):
     with pytest.raises(LoaderArgumentError, match="symmetric"):
         reverse_edge_ids(*homo_store.csc())
@@ -160,8 +189,8 @@ def test_bad_arguments_named(sym_store, hetero_store):
         Uniform(0)
     with pytest.raises(fs.FeatureStoreError, match="seed edge ids"):
         _batches(sym_store, np.array([n]))
-    with pytest.raises(UnsupportedArgumentError, match="one edge type"):
-        _batches(hetero_store, {"writes": [0], "cites": [0]})
+    with pytest.raises(LoaderArgumentError, match="distinct"):
+        _batches(hetero_store, {"writes": [0], ("author", "writes", "paper"): [1]})
     with pytest.raises(LoaderArgumentError, match="etype"):
         _batches(hetero_store, [0, 1])
     with pytest.raises(LoaderArgumentError, match="reverse type"):

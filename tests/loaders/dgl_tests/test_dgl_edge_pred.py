@@ -213,3 +213,33 @@ def test_link_neighbor_loader_dgl_output(sym, mode):
             assert b[2].num_edges() == 80
         if mode == "triplet":
             np.testing.assert_array_equal(_global(b[2])[0], np.repeat(got[0], 2))
+
+
+def test_mixed_edge_types_against_dgl(tmp_path):
+    """{etype: eids} of two types: batches cut across the types as DGL's do, the same pairs
+    per type in each batch."""
+    rng = np.random.default_rng(8)
+    store = hetero_store(tmp_path / "h", rng)
+    g = dgl.heterograph({tuple(et): _coo(*store.csc(et)) for et in store.edge_types},
+                        num_nodes_dict={nt: store.num_nodes(nt) for nt in store.node_types})
+    wr, ci = ("author", "writes", "paper"), ("paper", "cites", "paper")
+    seeds = {wr: torch.from_numpy(rng.choice(g.num_edges(wr), 50, replace=False)),
+             ci: torch.from_numpy(rng.choice(g.num_edges(ci), 30, replace=False))}
+    mk = lambda: DL.as_edge_prediction_sampler(  # noqa: E731
+        DL.NeighborSampler([2, 2]), exclude="self", negative_sampler=DL.negative_sampler.Uniform(1))
+    ours = list(DataLoader(store, seeds, mk(), batch_size=32, device="cpu"))
+    theirs = list(DL.DataLoader(g, {k: v.clone() for k, v in seeds.items()}, mk(),
+                                batch_size=32))
+    assert len(ours) == len(theirs) == 3
+    for (_, pg, ng, blocks), (_, tpg, tng, _) in zip(ours, theirs):
+        for et in (wr, ci):
+            assert pg.num_edges(et) == tpg.num_edges(et) and ng.num_edges(et) == tng.num_edges(et)
+            if pg.num_edges(et):
+                for a, b in zip(_global(pg, et), _global(tpg, et)):
+                    np.testing.assert_array_equal(a, b)
+                np.testing.assert_array_equal(_global(ng, et)[0], _global(pg, et)[0])
+                eid = pg.edges[et].data[dgl.EID]
+                assert not set(eid.tolist()) & set(blocks[0].edges[et].data[dgl.EID].tolist())
+        for nt in pg.ntypes:
+            np.testing.assert_array_equal(blocks[-1].dstnodes[nt].data[dgl.NID].numpy(),
+                                          pg.nodes[nt].data[dgl.NID].numpy())
