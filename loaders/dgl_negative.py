@@ -15,10 +15,17 @@ epoch, batch)``. DGL's own sampler objects are read by their type and fields
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+import torch
+
 from loaders.errors import UnsupportedArgumentError
-from loaders.loader.edge_pred import EdgeNegatives
+from loaders.loader.edge_pred import EdgeNegatives, seed_edges_of
+from loaders.sample.exclude import edge_endpoints
+from loaders.sample.negative import global_uniform_negatives, negative_key, uniform_negatives
+from loaders.sample.seeds import as_store
 
 __all__ = ["PerSourceUniform", "Uniform", "GlobalUniform", "as_negatives"]
 
@@ -32,6 +39,11 @@ class PerSourceUniform:
 
     def __post_init__(self):
         EdgeNegatives("per_source", self.k)
+
+    def __call__(self, g, eids):
+        """DGL's call: ``(src, dst)`` negatives of the edges ``eids`` of store ``g`` (a dict
+        per edge type for ``{etype: eids}``), drawn from torch's generator."""
+        return _call(self, g, eids)
 
 
 #: DGL's alias of :class:`PerSourceUniform`
@@ -49,6 +61,31 @@ class GlobalUniform:
 
     def __post_init__(self):
         EdgeNegatives("global", self.k)
+
+    def __call__(self, g, eids):
+        """DGL's call: up to ``k * len(eids)`` non-edge pairs of the edge type of ``eids`` (a
+        dict per edge type for ``{etype: eids}``), drawn from torch's generator."""
+        return _call(self, g, eids)
+
+
+def _call(sampler, g, eids):
+    """What DGL's negative samplers return for ``sampler(g, eids)``."""
+    store = as_store(g)
+    neg = as_negatives(sampler)
+    out = {}
+    for et, ids in seed_edges_of(store, eids):
+        key = int(torch.randint(1 << 62, ()))
+        indptr, indices = store.csc(et)
+        if neg.kind == "per_source":
+            s = np.repeat(edge_endpoints(indptr, indices, ids)[0], neg.k)
+            d = uniform_negatives(negative_key(key, 1), s.shape[0], store.num_nodes(et.dst))
+        else:
+            s, d = global_uniform_negatives(
+                key, ids.shape[0] * neg.k, store.num_nodes(et.src), store.num_nodes(et.dst),
+                indptr, indices, exclude_self_loops=neg.exclude_self_loops and et.src == et.dst,
+                replace=neg.replace)
+        out[tuple(et)] = (torch.from_numpy(s), torch.from_numpy(d))
+    return out if isinstance(eids, Mapping) else next(iter(out.values()))
 
 
 def as_negatives(sampler) -> EdgeNegatives | None:

@@ -7,9 +7,11 @@ DGL's samplers do (:class:`EdgeNegatives`: ``"per_source"``, ``k`` destinations 
 with the source repeated; ``"global"``, ``k * E`` uniform pairs that are not edges), samples
 the computation graph of every endpoint through the node loader's sampler, memory plan, cache
 and pipeline, and removes the excluded edges (``"self"``, ``"reverse_id"``,
-``"reverse_types"``) from it. The link fields (``subgraph.link``) hold the positives and then
-the negatives in local ids (``edge_label_index``), the seed ``e_id`` and ``has_neg``;
-:func:`loaders.convert.dgl.to_dgl_link` makes DGL's pair graphs and blocks of them.
+``"reverse_types"``) from it. Seed edges of several types (``{etype: eids}``) are taken in the
+dict's order, and a batch may mix them, as DGL's. The link fields (``subgraph.link``) hold per
+seed edge type the positive and negative pairs in local ids, the seed ``e_id`` and the pair
+graph's edge data (``pairs``), and ``has_neg``; :func:`loaders.convert.dgl.to_dgl_link` makes
+DGL's pair graphs and blocks of them.
 """
 
 from __future__ import annotations

@@ -231,3 +231,32 @@ def test_linkprop_dataset_and_evaluator(tmp_path, sym_store):
     assert out["hits@1_list"].tolist() == [0.0, 0.0, 1.0]
     with pytest.raises(LoaderArgumentError, match="ogbl-collab"):
         Evaluator("ogbl-collab")
+
+
+def test_negative_samplers_called_as_dgls(homo_store, hetero_store):
+    """sampler(g, eids) as DGL's: Uniform repeats each source k times; GlobalUniform gives
+    k * E non-edge pairs; a dict in, a dict out."""
+    src, dst = _coo(homo_store)
+    edges = set(zip(src.tolist(), dst.tolist()))
+    eids = np.array([5, 17, 400])
+    s, d = Uniform(3)(homo_store, eids)
+    assert s.tolist() == np.repeat(src[eids], 3).tolist() and d.shape == (9,)
+    s, d = GlobalUniform(2)(homo_store, eids)
+    assert len(s) == 6 and not any(p in edges for p in zip(s.tolist(), d.tolist()))
+    et = ("author", "writes", "paper")
+    out = Uniform(1)(hetero_store, {"writes": [0, 1]})
+    assert list(out) == [et] and int(out[et][1].max()) < hetero_store.num_nodes("paper")
+
+
+def test_prefetch_labels_on_pair_edges(tmp_path):
+    w = fs.create_store(tmp_path / "v", mode="w")
+    w.add_node_type("node", 6)
+    w.add_edge_type(ET, np.array([0, 1, 2, 3, 4, 5, 6]), np.array([1, 2, 3, 4, 5, 0]))
+    w.add_edge_values(ET, "weight", np.arange(6) * 10)
+    w.commit()
+    with fs.open_store(tmp_path / "v") as st:
+        (mb,) = _batches(st, [4, 1, 3], prefetch_labels=["weight"])
+        (_, _, e_id, edata), = mb.subgraph.link["pairs"].values()
+        assert e_id.tolist() == [4, 1, 3] and edata["weight"].tolist() == [40, 10, 30]
+        with pytest.raises(LoaderArgumentError, match="prefetch_labels"):
+            _batches(st, [0], prefetch_labels=["label"])

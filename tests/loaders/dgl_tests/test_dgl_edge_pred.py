@@ -243,3 +243,16 @@ def test_mixed_edge_types_against_dgl(tmp_path):
         for nt in pg.ntypes:
             np.testing.assert_array_equal(blocks[-1].dstnodes[nt].data[dgl.NID].numpy(),
                                           pg.nodes[nt].data[dgl.NID].numpy())
+
+
+def test_prefetch_labels_on_pair_graph(tmp_path):
+    w = fs.create_store(tmp_path / "v", mode="w")
+    w.add_node_type("node", 6)
+    w.add_edge_type(ET, np.array([0, 1, 2, 3, 4, 5, 6]), np.array([1, 2, 3, 4, 5, 0]))
+    w.add_edge_values(ET, "weight", np.arange(6) * 10)
+    w.commit()
+    with fs.open_store(tmp_path / "v") as st:
+        sampler = as_edge_prediction_sampler([1], prefetch_labels=["weight"])
+        (_, pg, _), = DataLoader(st, torch.tensor([4, 1, 3]), sampler, batch_size=3,
+                                 device="cpu")
+    assert pg.edata[dgl.EID].tolist() == [4, 1, 3] and pg.edata["weight"].tolist() == [40, 10, 30]
