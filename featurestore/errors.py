@@ -29,6 +29,7 @@ __all__ = [
     "ClosedStoreError",
     "InvalidArgumentError",
     "MissingDependencyError",
+    "UnsupportedRemoteWriteError",
 ]
 
 
@@ -116,6 +117,10 @@ class ClosedStoreError(FeatureStoreError, RuntimeError):
 class InvalidArgumentError(FeatureStoreError, ValueError):
     """An argument has the wrong type or is out of range (``io_threads=0``,
     ``batch_size=100.5``)."""
+
+
+class UnsupportedRemoteWriteError(FeatureStoreError, NotImplementedError):
+    """Writing a store where the filesystem has no atomic create (so no safe write lock)."""
 
 
 class MissingDependencyError(FeatureStoreError, ImportError):

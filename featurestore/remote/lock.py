@@ -9,9 +9,15 @@ touches anything and holds it until :meth:`~featurestore.writer.StoreWriter.comm
   when its holder dies (even by ``kill -9``), so a crashed job resumes without clean-up. The
   file itself stays (unlinking a flock'd file lets two processes lock two inodes).
 * Remote stores (fsspec URLs): a lock object ``<store>/.featurestore.lock`` holding the owner
-  (host, pid, a random token) and the time, created only where none is, read back to check
-  ownership, deleted on release. A lock older than ``stale_after`` seconds (default one day)
-  is taken over with a warning: object stores have no process liveness to ask.
+  (host, pid, a random token) and the time, created by an atomic create-if-absent (S3's
+  conditional ``PutObject`` with ``If-None-Match: *``; ``memory://`` within its process), so
+  two writers started together cannot both hold it; deleted on release. A lock older than
+  ``stale_after`` seconds (default one day) is taken over with a warning (object stores have
+  no process liveness to ask) by a write conditional on the stale object's ETag
+  (``If-Match``), so two writers taking it over together cannot both win. A filesystem with no
+  atomic create (GCS, Azure, HTTP, ...) is refused for writing
+  (:class:`~featurestore.errors.UnsupportedRemoteWriteError`): write the store locally, then
+  copy it.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import socket
 import time
 import uuid
 
-from featurestore.errors import StoreLockedError
+from featurestore.errors import StoreLockedError, UnsupportedRemoteWriteError
 
 __all__ = ["LOCK_NAME", "WriteLock"]
 
@@ -31,6 +37,8 @@ log = logging.getLogger(__name__)
 
 #: name of the lock file (local) or object (remote) at the root of a store.
 LOCK_NAME = ".featurestore.lock"
+#: fsspec protocols whose ``pipe_file(mode="create")`` is an atomic create-if-absent.
+ATOMIC_CREATE = ("s3", "s3a", "memory")
 
 
 def _owner() -> dict:
@@ -90,29 +98,62 @@ class WriteLock:
 
     def _acquire_remote(self) -> None:
         fs = self.loc.fs
-        if fs.exists(self.path):
-            try:
-                held = json.loads(fs.cat_file(self.path))
-            except (ValueError, FileNotFoundError):
-                held = {}
-            age = time.time() - float(held.get("time", 0) or 0)
-            if age < self.stale_after:
-                raise StoreLockedError(
-                    f"Expected no other writer of {self.loc.url}. The lock object {self.path} "
-                    f"names host {held.get('host')!r} pid {held.get('pid')} since "
-                    f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(held.get('time', 0)))} "
-                    "UTC; remove it if that writer is gone.")
-            log.warning("taking over the stale write lock %s (%.0f s old)", self.path, age)
+        protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+        if not set(protocols) & set(ATOMIC_CREATE):
+            raise UnsupportedRemoteWriteError(
+                f"Expected a filesystem with an atomic create-if-absent "
+                f"({', '.join(ATOMIC_CREATE)}) to write {self.loc.url}: {protocols[0]}:// has "
+                "none, so two writers could both take the write lock. Write the store to a "
+                "local path, then copy it.")
         me = _owner()
-        fs.pipe_file(self.path, json.dumps(me).encode())
+        data = json.dumps(me).encode()
         try:
-            back = json.loads(fs.cat_file(self.path))
-        except (ValueError, FileNotFoundError):
-            back = {}
-        if back.get("token") != me["token"]:  # another writer raced us and won
-            raise StoreLockedError(f"Expected no other writer of {self.loc.url}. Another writer "
-                                   f"took the lock object {self.path} at the same time.")
+            fs.pipe_file(self.path, data, mode="create")
+        except (FileExistsError, OSError) as e:
+            if not isinstance(e, FileExistsError) and not _precondition_failed(e):
+                raise
+            self._take_over_stale(fs, data)
         self._owner = me
+
+    def _take_over_stale(self, fs, data: bytes) -> None:
+        """The lock object exists: raise naming its holder, or replace it when stale (a
+        write conditional on its ETag: of two writers taking it over, one wins)."""
+        try:  # the ETag first: content read after it is at least as new (never older)
+            etag = fs.info(self.path, refresh=True).get("ETag")
+            held = json.loads(fs.cat_file(self.path))
+        except FileNotFoundError:  # released in between: try once more to create it
+            held, etag = None, None
+        except ValueError:
+            held = {}
+        if held is None:
+            try:
+                fs.pipe_file(self.path, data, mode="create")
+                return
+            except (FileExistsError, OSError) as e:
+                if not isinstance(e, FileExistsError) and not _precondition_failed(e):
+                    raise
+                raise self._locked({}) from None
+        age = time.time() - float(held.get("time", 0) or 0) if isinstance(held, dict) else 0.0
+        if age < self.stale_after:
+            raise self._locked(held if isinstance(held, dict) else {})
+        log.warning("taking over the stale write lock %s (%.0f s old)", self.path, age)
+        if not etag:
+            raise self._locked(held)
+        try:
+            fs.pipe_file(self.path, data, IfMatch=etag)
+        except OSError as e:
+            if _precondition_failed(e):
+                raise StoreLockedError(f"Expected no other writer of {self.loc.url}. Another "
+                                       f"writer took over the stale lock object {self.path} at "
+                                       "the same time.") from None
+            raise
+
+    def _locked(self, held: dict) -> StoreLockedError:
+        return StoreLockedError(
+            f"Expected no other writer of {self.loc.url}. The lock object {self.path} "
+            f"names host {held.get('host')!r} pid {held.get('pid')} since "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(held.get('time', 0) or 0))} "
+            "UTC; remove it if that writer is gone.")
 
     def release(self) -> None:
         """Drop the lock (idempotent)."""
@@ -143,3 +184,10 @@ class WriteLock:
             self.release()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+def _precondition_failed(e: BaseException) -> bool:
+    """Whether ``e`` is S3's answer to a failed conditional write (HTTP 412)."""
+    text = f"{e} {e.__cause__ or ''}"
+    return "PreconditionFailed" in text or "412" in text or "At least one of the pre-conditions" \
+        in text
