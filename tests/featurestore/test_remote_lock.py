@@ -18,11 +18,12 @@ from featurestore.remote.lock import LOCK_NAME, WriteLock
 ROUNDS = 50
 
 
-def _race(make_lock, rounds: int) -> list[int]:
-    """Per round, how many of two writers started at once took the lock."""
+def _race(make_lock, rounds: int, holders=None) -> list[int]:
+    """Per round, how many of two writers started at once took the lock (the locks taken are
+    appended to ``holders``, which keeps them held)."""
     wins = []
     for r in range(rounds):
-        barrier, got = threading.Barrier(2), []
+        barrier, got = threading.Barrier(2, timeout=60), []
 
         def one(r=r, barrier=barrier, got=got):
             lock = make_lock(r)
@@ -39,7 +40,16 @@ def _race(make_lock, rounds: int) -> list[int]:
         for t in ts:
             t.join()
         wins.append(len(got))
+        if holders is not None:
+            holders += got
     return wins
+
+
+def _release(holders) -> None:
+    """Release the locks here: a lock dropped to the garbage collector releases itself in
+    whatever thread collects it, which may be the in-process moto server's own (a deadlock)."""
+    for lock in holders:
+        lock.release()
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +66,10 @@ def s3():
 
 
 def test_writers_started_together_never_both_hold_the_s3_lock(s3):
-    wins = _race(lambda r: WriteLock(Location(f"s3://locks/race{r}.store", s3)), ROUNDS)
+    holders = []
+    wins = _race(lambda r: WriteLock(Location(f"s3://locks/race{r}.store", s3)), ROUNDS,
+                 holders)
+    _release(holders)
     assert wins == [1] * ROUNDS
 
 
@@ -68,10 +81,13 @@ def test_a_stale_s3_lock_is_taken_over_by_one_writer(s3):
             loc.fs.pipe_file(path, json.dumps({"host": "gone", "pid": 1, "time": 0}).encode())
         return WriteLock(loc, stale_after=60)
 
-    assert _race(stale, 20) == [1] * 20
-    held = json.loads(Location("s3://locks/stale0.store", s3).fs.cat_file(
-        Location("s3://locks/stale0.store", s3).path(LOCK_NAME)))
-    assert held["host"] != "gone"
+    holders = []
+    assert _race(stale, 20, holders) == [1] * 20
+    loc = Location("s3://locks/stale0.store", s3)
+    held = json.loads(loc.fs.cat_file(loc.path(LOCK_NAME)))
+    mine = holders[0]._owner["token"]
+    _release(holders)
+    assert held["host"] != "gone" and held["token"] == mine
 
 
 def test_a_fresh_lock_names_its_holder_and_release_frees_it(s3):
