@@ -43,7 +43,7 @@ from featurestore.remote.location import Location
 from featurestore.remote.lock import LOCK_NAME, WriteLock
 from featurestore.rows.validate import first_out_of_range
 from featurestore.version import __version__
-from featurestore.format.blocks import BLOCK_BYTES, _blocks_of, iter_blocks, row_blocks
+from featurestore.format.blocks import BLOCK_BYTES, blocks_of, iter_blocks, row_blocks
 from featurestore.writer_edges import EdgeDataSteps
 
 __all__ = ["create_store", "StoreWriter", "iter_blocks", "BLOCK_BYTES"]
@@ -206,7 +206,7 @@ class StoreWriter(EdgeDataSteps):
                 raise SchemaError(f"Expected 1-D integer orig_ids for {ntype!r}. "
                                   f"Got {b.dtype} of shape {b.shape} instead.")
 
-        self._write(key, (int(num_nodes),), np.dtype(np.int64), _blocks_of(orig_ids), check=check)
+        self._write(key, (int(num_nodes),), np.dtype(np.int64), blocks_of(orig_ids), check=check)
 
     def add_edge_type(self, etype: Sequence[str], indptr, indices, *,
                       indices_dtype=None, validate: bool = True) -> None:
@@ -245,7 +245,7 @@ class StoreWriter(EdgeDataSteps):
 
         self._write(fmt.edge_key(et, "indptr"), (num_dst + 1,), np.dtype(np.int64),
                     iter_blocks(indptr))
-        self._write(fmt.edge_key(et, "indices"), (num_edges,), idt, _blocks_of(indices),
+        self._write(fmt.edge_key(et, "indices"), (num_edges,), idt, blocks_of(indices),
                     check=check)
         self._record(self._meta.with_edge_type(EdgeTypeSchema(et, num_edges, idt, "csc")))
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from featurestore.errors import SchemaError
 
-__all__ = ["BLOCK_BYTES", "iter_blocks", "row_blocks"]
+__all__ = ["BLOCK_BYTES", "iter_blocks", "blocks_of", "row_blocks"]
 
 #: bytes per block when the writer streams a large array given whole (a memory map, say).
 BLOCK_BYTES = 64 << 20
@@ -25,7 +25,7 @@ def iter_blocks(data, block_bytes: int = BLOCK_BYTES) -> Iterator[np.ndarray]:
         yield arr[lo:lo + step]
 
 
-def _blocks_of(data) -> Iterable[np.ndarray]:
+def blocks_of(data) -> Iterable[np.ndarray]:
     """Row blocks of ``data``: an array-like is split into blocks; an iterator is used as is."""
     if isinstance(data, (np.ndarray, list, tuple)) or hasattr(data, "__array__"):
         return iter_blocks(data)
@@ -41,7 +41,7 @@ def row_blocks(data, dtype, row_shape, what: str):
     """``(blocks, dtype, row_shape)`` of array-like or block-iterator ``data``, the dtype and
     row shape taken from the first block when not given; a non-numeric dtype raises
     ``SchemaError`` naming ``what``."""
-    blocks = iter(_blocks_of(data))
+    blocks = iter(blocks_of(data))
     if row_shape is None or dtype is None:
         first = np.asarray(next(blocks, np.empty((0,) + tuple(row_shape or ()),
                                                  dtype or np.float32)))

@@ -77,22 +77,27 @@ class ValueSchema:
         return {"dtype": self.dtype.name}
 
 
+class _RowArrays:
+    """``with_feature``/``with_value`` of a node or edge type (dataclasses with ``features``
+    and ``values`` mappings)."""
+
+    def with_feature(self, f: FeatureSchema):
+        """Return this type with feature ``f`` added (or replaced, keeping its place)."""
+        return dataclasses.replace(self, features=_frozen({**self.features, f.name: f}))
+
+    def with_value(self, v: ValueSchema):
+        """Return this type with value array ``v`` added (or replaced, keeping its place)."""
+        return dataclasses.replace(self, values=_frozen({**self.values, v.name: v}))
+
+
 @dataclass(frozen=True)
-class NodeTypeSchema:
+class NodeTypeSchema(_RowArrays):
     """A node type: its node count, feature arrays and value arrays."""
 
     name: str
     num_nodes: int
     features: Mapping[str, FeatureSchema] = field(default_factory=dict)
     values: Mapping[str, ValueSchema] = field(default_factory=dict)
-
-    def with_feature(self, f: FeatureSchema) -> NodeTypeSchema:
-        """Return this node type with feature ``f`` added (or replaced, keeping its place)."""
-        return dataclasses.replace(self, features=_frozen({**self.features, f.name: f}))
-
-    def with_value(self, v: ValueSchema) -> NodeTypeSchema:
-        """Return this node type with value array ``v`` added (or replaced, keeping its place)."""
-        return dataclasses.replace(self, values=_frozen({**self.values, v.name: v}))
 
     def to_attrs(self) -> dict:
         """Return the JSON form of the root ``zarr.json``'s schema."""
@@ -102,7 +107,7 @@ class NodeTypeSchema:
 
 
 @dataclass(frozen=True)
-class EdgeTypeSchema:
+class EdgeTypeSchema(_RowArrays):
     """An edge type: ``(src, rel, dst)``, its edge count, the dtype of its indices, and its
     per-edge feature and value arrays (rows in CSC edge order: row ``i`` is the edge at
     position ``i`` of ``indices``, the ``e_id`` the sampler returns)."""
@@ -113,14 +118,6 @@ class EdgeTypeSchema:
     layout: str = "csc"
     features: Mapping[str, FeatureSchema] = field(default_factory=dict)
     values: Mapping[str, ValueSchema] = field(default_factory=dict)
-
-    def with_feature(self, f: FeatureSchema) -> EdgeTypeSchema:
-        """Return this edge type with edge feature ``f`` added (or replaced, in place)."""
-        return dataclasses.replace(self, features=_frozen({**self.features, f.name: f}))
-
-    def with_value(self, v: ValueSchema) -> EdgeTypeSchema:
-        """Return this edge type with per-edge value array ``v`` added (or replaced)."""
-        return dataclasses.replace(self, values=_frozen({**self.values, v.name: v}))
 
     @property
     def src(self) -> str:
