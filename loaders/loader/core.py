@@ -313,7 +313,8 @@ class NeighborLoader:
         """Batch ``k`` of ``epoch``, of the seeds at positions ``pos`` (sampled only)."""
         return self.sampler.sample(self.input_nodes[pos], self.seed_type, seed=self.seed,
                                    epoch=epoch, batch=k,
-                                   input_id=pos if self._input_id is None else self._input_id[pos])
+                                   input_id=(pos.astype(np.int64) if self._input_id is None
+                                             else self._input_id[pos]))
 
     # -- stages --------------------------------------------------------------------------
     def _samples(self, epoch: int) -> Iterator[SampledSubgraph]:

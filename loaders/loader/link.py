@@ -119,7 +119,7 @@ def _pairs(store, edge_label_index) -> tuple[EdgeType, np.ndarray]:
         raise LoaderArgumentError(f"Expected edge_label_index as integer pairs of shape "
                                   f"(2, E). Got shape {pairs.shape}, dtype {pairs.dtype} "
                                   f"instead.")
-    return et, pairs.astype(np.int64)
+    return et, pairs
 
 
 def _etype_named(store, rel: str) -> EdgeType:
@@ -195,7 +195,10 @@ class LinkNeighborLoader(NeighborLoader):
         check_ids(pairs[0], n_src, f"edge_label_index sources ({et.src!r})")
         check_ids(pairs[1], n_dst, f"edge_label_index destinations ({et.dst!r})")
         self.edge_type, self.neg_sampling = et, neg
-        self._pairs = np.ascontiguousarray(pairs)
+        # held for the loader's life: int32 where the ids fit (80 MB for 10M pairs, not 160),
+        # made int64 per batch
+        small = max(n_src, n_dst) < 2**31
+        self._pairs = np.ascontiguousarray(pairs, dtype=np.int32 if small else np.int64)
         self._label = self._labels(label, pairs.shape[1], neg)
         self._cdf = self._weights(neg, et, n_dst)
         self._exclude = self._exclusions(*self._exclude_args)
@@ -258,8 +261,10 @@ class LinkNeighborLoader(NeighborLoader):
         the sampled computation graph of every endpoint, with the link fields in
         ``subgraph.link``."""
         label = None if self._label is None else self._label[pos]
-        return sample_link_batch(self.sampler, self.edge_type, self._pairs[0][pos],
-                                 self._pairs[1][pos], label, self.neg_sampling, self._cdf,
+        return sample_link_batch(self.sampler, self.edge_type,
+                                 self._pairs[0][pos].astype(np.int64),
+                                 self._pairs[1][pos].astype(np.int64), label,
+                                 self.neg_sampling, self._cdf,
                                  (self.store.num_nodes(self.edge_type.src),
                                   self.store.num_nodes(self.edge_type.dst)),
                                  np.asarray(pos, dtype=np.int64), seed=self.seed, epoch=epoch,
@@ -268,8 +273,10 @@ class LinkNeighborLoader(NeighborLoader):
     def batch_seeds(self, pos: np.ndarray) -> np.ndarray:
         """The seed-type nodes a batch samples from (the presample pass ranks rows by them)."""
         if self.edge_type.src == self.edge_type.dst:
-            return np.unique(np.concatenate([self._pairs[0][pos], self._pairs[1][pos]]))
-        return np.unique(self._pairs[0][pos])
+            seeds = np.unique(np.concatenate([self._pairs[0][pos], self._pairs[1][pos]]))
+        else:
+            seeds = np.unique(self._pairs[0][pos])
+        return seeds.astype(np.int64)
 
     def max_batch_seeds(self) -> dict[str, int]:
         """The most seed nodes a batch samples from, per node type: ``B`` positives and

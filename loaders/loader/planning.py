@@ -243,7 +243,7 @@ def _rank_scores(ld, policy, epochs, cache_rows) -> dict:
     nn = dict(g.num_nodes)
     for e in range(max(1, int(epochs))):
         order = ld.batch_order(e)
-        c = presample_counts(ld.sampler, [ld.batch_seeds(p) for p in order],
+        c = presample_counts(ld.sampler, (ld.batch_seeds(p) for p in order),
                              ld.seed_type, ntypes, seed=ld.seed, epoch=e, num_nodes=nn)
         for t in ntypes:
             counts[t] += c[t]
