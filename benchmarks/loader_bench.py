@@ -148,9 +148,9 @@ def loop(it, n: int, seconds: float, batch_size: int, warmup: int = 2) -> dict:
 
 
 def link_pairs(store) -> np.ndarray:
-    """The seed edges of ``--task link`` as ``(2, E)`` int64: the store's ``train`` edge
-    split, else its edges into the ``train`` nodes (``featurestore plan --task link``'s
-    ``--input train``)."""
+    """The seed edges of ``--task link`` as ``(2, E)`` (int32 where ids fit, as the link
+    loader holds them): the store's ``train`` edge split, else its edges into the ``train``
+    nodes (``featurestore plan --task link``'s ``--input train``)."""
     from loaders.memory.plan import link_input
 
     x = link_input(store, "train")
@@ -183,7 +183,7 @@ def pyg_loader(data, inputs: np.ndarray, o: LoaderOptions, batch_size: int, seed
     kw = dict(num_neighbors=o.hops, batch_size=batch_size, shuffle=True, drop_last=True,
               num_workers=o.pyg_workers, persistent_workers=o.pyg_workers > 0)
     if o.task == "link":
-        return pl.LinkNeighborLoader(data, edge_label_index=torch.from_numpy(inputs),
+        return pl.LinkNeighborLoader(data, edge_label_index=torch.from_numpy(inputs).long(),
                                      neg_sampling_ratio=o.neg_sampling_ratio, **kw)
     return pl.NeighborLoader(data, input_nodes=torch.from_numpy(inputs), **kw)
 
@@ -234,6 +234,7 @@ def bench_budgeted_loader(store, o: LoaderOptions, batch_size: int) -> dict:
     ld = our_loader(store, o, inputs, batch_size, output="raw", prefetch=1,
                     cache=None if o.ooc_cache == "none" else o.ooc_cache,
                     batches_in_flight=o.ooc_in_flight)
+    del inputs  # the loader holds its own (int32) copy of the seed pairs
     setup = time.perf_counter() - t
     log.info("loader plan (setup %.1f s):\n%s", setup, ld.plan)
     eps = []

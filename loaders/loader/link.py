@@ -174,6 +174,7 @@ class LinkNeighborLoader(NeighborLoader):
                            NegativeSampling.parse(neg_sampling, neg_sampling_ratio))
         self._exclude_args = (exclude, reverse_edge_type)
         super().__init__(store, num_neighbors, None, **kwargs)
+        self._link_args = None  # the caller's pairs are not held past their int32 copy
 
     def _set_inputs(self, input_nodes) -> None:
         """The seed edges: their type, pairs and labels, and the negative sampler."""

@@ -33,6 +33,7 @@ from loaders.memory.cache import (
     rank_rows,
 )
 from loaders.memory.gpu_cache import GpuTier, gpu_tier_rows
+from loaders.sample.seeds import order_bytes
 from loaders.sample.sampler import CSCGraph, NeighborSampler
 
 __all__ = ["plan_memory", "build_gpu_tiers", "max_batch_seeds"]
@@ -72,6 +73,7 @@ def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epoch
     g, gather = ld.sampler.graph, ld.gatherer
     common = dict(
         budget=budget, budget_source=source, topology_bytes=_topology_bytes(g),
+        inputs_bytes=order_bytes(ld.input_nodes.shape[0]),  # the inputs are held already
         num_nodes=dict(g.num_nodes), topology=topology, cache=policy,
         **loader_plan_inputs(gather.features, cuda=ld.device.type == "cuda",
                              staging_bytes=staging_bytes, prefetch=ld.prefetch,

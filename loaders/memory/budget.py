@@ -99,6 +99,9 @@ class LoaderPlan:
     sampler_bytes: int
     reader_bytes: int
     margin: int
+    #: the seed inputs the loader holds besides its arrays at planning time: one epoch's
+    #: shuffled order (4 or 8 bytes per input), plus the inputs themselves where not yet held
+    inputs_bytes: int = 0
     cache_rows: dict[str, int] = field(default_factory=dict)
     cache_bytes: int = 0
     cache_policy: str | None = None
@@ -117,7 +120,7 @@ class LoaderPlan:
         """Every byte the plan holds (the resident topology, not a memory-mapped one)."""
         topo = self.topology_bytes if self.topology == "memory" else 0
         return (topo + self.buffer_bytes + self.sampler_bytes + self.reader_bytes
-                + self.cache_bytes + self.margin)
+                + self.inputs_bytes + self.cache_bytes + self.margin)
 
     def as_dict(self) -> dict:
         """The plan as a JSON-ready dict."""
@@ -139,6 +142,7 @@ class LoaderPlan:
              f"({', '.join(f'{t}: {n:,} rows' for t, n in self.batch_rows.items())})"),
             ("sampler", f(self.sampler_bytes), "subgraphs in flight, id maps"),
             ("reader scratch", f(self.reader_bytes), f"read path {self.read_path}"),
+            ("seed inputs", f(self.inputs_bytes), "an epoch's shuffled order of the inputs"),
             ("feature cache", f(self.cache_bytes),
              (f"{self.cache_policy}: " + ", ".join(f"{t}: {n:,} rows"
                                                    for t, n in self.cache_rows.items()))
@@ -160,7 +164,7 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
                 edges_per_batch: int, num_nodes: dict[str, int], batches_in_flight: int = 2,
                 subgraphs_in_flight: int = 4, io_threads: int = 32, scratch_bytes: int = 0,
                 topology: str | None = None, cache: str | None = "presample",
-                sampled_batches: int = 0,
+                sampled_batches: int = 0, inputs_bytes: int = 0,
                 batch_row_bytes: dict[str, int] | None = None) -> LoaderPlan:
     """Spend ``budget`` bytes (see the module doc). All arithmetic is here, on plain numbers:
 
@@ -171,6 +175,8 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
       ``row, col, edge`` int64 plus the PyG/DGL edge tensors; node ids) plus the sampling
       thread's dense id maps (``4 * num_nodes`` per type);
     * reader = ``scratch_bytes`` (the reader threads' aligned scratch);
+    * inputs = ``inputs_bytes`` (an epoch's shuffled order of the seed inputs: 40 MB for a
+      link loader's 10M seed edges; the inputs too where they are not held yet);
     * margin = ``max(MARGIN_MIN, MARGIN_SHARE * budget)``;
     * features fit when ``feature bytes + topology + the rest <= budget`` (then no cache and
       the topology as asked, memory-mapped by default); else the topology is resident
@@ -185,12 +191,13 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
                + 4 * sum(num_nodes.values()))
     margin = max(MARGIN_MIN, int(MARGIN_SHARE * budget))
     feature_bytes = sum(feature_row_bytes[t] * feature_rows[t] for t in feature_row_bytes)
-    base = batch_bytes * batches_in_flight + sampler + scratch_bytes + margin
+    base = batch_bytes * batches_in_flight + sampler + scratch_bytes + inputs_bytes + margin
     plan = LoaderPlan(budget=budget, budget_source=budget_source, feature_bytes=feature_bytes,
                       topology=topology or "mmap", topology_bytes=topology_bytes,
                       batch_rows=batch_rows, batch_bytes=batch_bytes,
                       batches_in_flight=batches_in_flight, sampler_bytes=sampler,
-                      reader_bytes=scratch_bytes, margin=margin, sampled_batches=sampled_batches)
+                      reader_bytes=scratch_bytes, margin=margin, sampled_batches=sampled_batches,
+                      inputs_bytes=int(inputs_bytes))
     if feature_bytes + topology_bytes + base <= budget or cache is None:
         plan.fits = feature_bytes + topology_bytes + base <= budget
         if not plan.fits:

@@ -42,7 +42,7 @@ from loaders.errors import LoaderArgumentError
 from loaders.memory import trace as cp
 from loaders.memory.budget import resident_indptr_dtype
 from loaders.memory.cache import row_order
-from loaders.sample.seeds import resolve_input_nodes
+from loaders.sample.seeds import order_bytes, resolve_input_nodes
 
 __all__ = ["Plan", "plan", "parse_input", "link_input", "split_in_edges", "available_memory",
            "estimate_epoch_rows", "memory_plan", "INTERPRETER_BYTES", "CURVE_SHARES", "TASKS"]
@@ -87,9 +87,9 @@ def parse_input(store, text) -> tuple[str, str]:
 
 
 def split_in_edges(store, split: str, etype=None) -> np.ndarray:
-    """``(2, E)`` int64: the edges of ``etype`` (the only one by default) into the nodes of
-    node split ``split``, in CSC order: the seed edges of a link benchmark or plan on a store
-    that has node splits only."""
+    """``(2, E)``: the edges of ``etype`` (the only one by default) into the nodes of node
+    split ``split``, in CSC order: the seed edges of a link benchmark or plan on a store that
+    has node splits only. int32 where every id fits (what a link loader holds), else int64."""
     et = store.edge_types[0] if etype is None and len(store.edge_types) == 1 else etype
     if et is None:
         raise LoaderArgumentError(f"Expected an edge type among {store.edge_types} for the "
@@ -100,7 +100,12 @@ def split_in_edges(store, split: str, etype=None) -> np.ndarray:
     counts = np.asarray(indptr[dst + 1], np.int64) - lo
     starts = np.cumsum(counts) - counts
     pos = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - starts, counts)
-    return np.stack([np.asarray(indices[pos], np.int64), np.repeat(dst, counts)])
+    small = max(store.num_nodes(et[0]), store.num_nodes(et[2])) < 2**31
+    dt = np.int32 if small else np.int64
+    out = np.empty((2, pos.shape[0]), dt)
+    out[0] = indices[pos]
+    out[1] = np.repeat(dst.astype(dt), counts)
+    return out
 
 
 def link_input(store, text):
@@ -488,6 +493,13 @@ def _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_e
                      None if neg is None else float(neg.amount))
 
 
+def _inputs_bytes(m: _Measured) -> int:
+    """The seed inputs a loader holds: its input nodes (a link loader's pairs: twice its
+    sources) and one epoch's order of them."""
+    n = int(m.inputs.shape[0])
+    return (2 if m.task == "link" else 1) * int(m.inputs.nbytes) + order_bytes(n)
+
+
 def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batches_in_flight,
                  prefetch, staging_bytes, interpreter_bytes, use_budget):
     """``(memory split, cache rows, model name, LoaderPlan or None)`` at ``memory``."""
@@ -517,7 +529,7 @@ def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batch
         budget=max(0, memory - interpreter_bytes), budget_source=source,
         topology_bytes=topo, batch_rows=max_rows, edges_per_batch=int(max(m.edges)),
         num_nodes={t: store.num_nodes(t) for t in store.node_types},
-        sampled_batches=len(m.timings),
+        sampled_batches=len(m.timings), inputs_bytes=_inputs_bytes(m),
         **budget_mod.loader_plan_inputs(featured, cuda=cuda, staging_bytes=int(staging_bytes),
                                         prefetch=prefetch, batches_in_flight=batches_in_flight))
     fixed = lp.planned_bytes - lp.cache_bytes + interpreter_bytes

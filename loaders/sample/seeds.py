@@ -20,7 +20,7 @@ from featurestore.errors import IdsOutOfRangeError, InvalidIdsError
 from loaders.errors import LoaderArgumentError
 
 __all__ = ["as_store", "SPLITS", "split_name", "resolve_input_nodes", "is_mask_input",
-           "epoch_order"]
+           "epoch_order", "order_bytes"]
 
 #: PyG's mask name and DGL's index name of each split, and the store split names they read.
 SPLITS = {"train": ("train_mask", "train_idx", ("train",)),
@@ -116,6 +116,12 @@ def is_mask_input(input_nodes) -> bool:
         input_nodes = input_nodes[1]
     dtype = getattr(input_nodes, "dtype", None)
     return dtype in (torch.bool, np.bool_)
+
+
+def order_bytes(num_inputs: int) -> int:
+    """Bytes of one epoch's order of ``num_inputs`` inputs (:func:`epoch_order`'s positions,
+    the whole permutation even on one rank of several)."""
+    return int(num_inputs) * (4 if num_inputs < 2**31 else 8)
 
 
 def epoch_order(num_inputs: int, batch_size: int, epoch: int, seed: int = 0,

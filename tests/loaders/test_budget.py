@@ -139,6 +139,11 @@ def test_plan_arithmetic_by_hand():
     # too small for even the buffers: no cache and a note saying so
     tiny = plan_loader(budget=40 * MiB, **common)
     assert not tiny.fits and not tiny.cache_rows and "over budget" in tiny.notes[0]
+    # the seed inputs' epoch order is charged before the cache: the cache loses those bytes
+    with_order = plan_loader(budget=budget, inputs_bytes=4 * MiB, **common)
+    assert with_order.inputs_bytes == 4 * MiB
+    assert plan.cache_bytes - with_order.cache_bytes >= 4 * MiB - 2 * (1536 + 512)
+    assert with_order.planned_bytes <= budget and "seed inputs" in with_order.table()
     # an explicit memory-mapped topology is not counted in the plan
     mm = plan_loader(budget=budget, topology="mmap", **common)
     assert mm.topology == "mmap" and mm.cache_bytes > plan.cache_bytes

@@ -129,6 +129,20 @@ def test_reproducible_and_raw(homo_store):
     assert sorted(np.concatenate([x["input_id"] for x in a]).tolist()) == list(range(64))
 
 
+def test_caller_pairs_not_held(homo_store):
+    import weakref
+
+    pairs = _pairs(homo_store, 64, seed=4)
+    ref = weakref.ref(pairs)
+    ld = LinkNeighborLoader(homo_store, [2], pairs, batch_size=32, device="cpu")
+    held = ld._pairs.copy()
+    del pairs
+    assert ref() is None  # the loader keeps its own int32 copy, not the caller's int64 array
+    assert ld._pairs.dtype == np.int32
+    got = np.concatenate([mb.subgraph.link["input_id"] for mb in ld])
+    assert sorted(got.tolist()) == list(range(64)) and np.array_equal(ld._pairs, held)
+
+
 def test_degree_weighted_negatives_follow_weight(homo_store):
     pairs = _pairs(homo_store, 64, seed=5)
     w = np.zeros(homo_store.num_nodes())
