@@ -360,6 +360,10 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     """
     if interpreter_bytes is None:
         interpreter_bytes = max(MIN_INTERPRETER_BYTES, sysmem.rss_anon())
+    if memory is None:  # before sampling: the store pages it maps are not the loader's
+        memory, source = available_memory()
+    else:
+        source = "given"
     if task not in TASKS:
         raise LoaderArgumentError(f"Expected task in {TASKS}. Got {task!r} instead.")
     link = None
@@ -370,10 +374,6 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
         input_nodes = parse_input(store, input_nodes)
     m = _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
                  feature, ntype, seed, link)
-    if memory is None:
-        memory, source = available_memory()
-    else:
-        source = "given"
     mem, cache_rows, model, lp = _memory_plan(
         store, m, int(memory), source, device=device, batches_in_flight=batches_in_flight,
         prefetch=prefetch, staging_bytes=staging_bytes, interpreter_bytes=interpreter_bytes,
