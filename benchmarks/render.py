@@ -218,8 +218,10 @@ def _ooc_md(rep: dict) -> list[str]:
     if not rows:
         return []
     ours = rep.get("ooc_ours") or {}
-    out = ["", "Out of core, epoch by epoch (the first is cold; no hit rate: the features fit "
-           "the budget and the page cache serves them):", "",
+    fits = all(r[4] is None for r in rows if str(r[0]).startswith("ours"))
+    note = ("; no hit rate: the features fit the budget and the page cache serves them"
+            if fits else "")
+    out = ["", f"Out of core, epoch by epoch (the first is cold{note}):", "",
            md_table(["loader", "epoch", f"{unit}/s", "batches", "hit rate", "misses/batch",
                      "reads/batch", "MB read/batch"], rows)]
     if ours.get("setup_seconds") is not None:
