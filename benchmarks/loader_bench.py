@@ -351,6 +351,7 @@ def _out_of_core(rep: dict, o: LoaderOptions) -> None:
     p16 = o.ooc_store or synthetic_store(o.workdir, o.nodes, o.edges, "fp16x768")
     with fs.open_store(p16) as s:
         fbytes = s.features().nbytes
+        pyg_why = _pyg_skipped(s)
         if o.ooc_store:
             rep["ooc_graph"] = {"store": p16, "nodes": s.num_nodes(), "edges": s.num_edges(),
                                 "train": int(np.asarray(s.split("train")).shape[0])}
@@ -371,8 +372,10 @@ def _out_of_core(rep: dict, o: LoaderOptions) -> None:
     load = os.getloadavg()
     rep["ooc_ours"] = dict(_in_child("ours", p16, o, obs, cap=cap), cap=cap,
                            feature_bytes=fbytes, batch_size=obs)
-    log.info("PyG with the fp16 x 768 features in RAM")
-    rep["ooc_pyg"] = dict(_in_child("pyg", p16, o, obs), batch_size=obs)
+    log.info("PyG with the fp16 x 768 features in RAM%s",
+             f": skipped ({pyg_why})" if pyg_why else "")
+    rep["ooc_pyg"] = ({"skipped": pyg_why} if pyg_why
+                      else dict(_in_child("pyg", p16, o, obs), batch_size=obs))
     rep["ooc_load"] = [round(x, 2) for x in load + os.getloadavg()]
     rep["ooc_oom_kills"] = sum(oom_kills(rep[k].get("memcap", "")) for k in
                                ("ooc_plan", "ooc_ours") if k in rep)

@@ -275,14 +275,15 @@ def edge_order(writer, etype: Sequence[str], source: EdgeSource, path, *,
     partial = path + ".partial.npy"
     slots = open_npy(partial, mode="w+", dtype=np.int64, shape=(n_stream,))
     stream = concat(source, source.reversed()) if symmetrize else source
+    # the sink places slots while the sort's merge still holds its buffers: half each
     sink = _OrderSink(writer, et, source, slots, shift, num_edges, num_dst, check_csc,
-                      "after dropping self loops" if drop_self_loops else "", budget_bytes,
-                      tmpdir)
+                      "after dropping self loops" if drop_self_loops else "",
+                      budget_bytes // 2, tmpdir)
     stats = coo_to_csc(_KeyedEdges(stream, shift, num_src, num_dst, drop_self_loops),
                        num_src=num_src << shift, num_dst=num_dst, indptr_out=sink.indptr,
                        indices_out=sink.indices, coalesce=False, drop_self_loops=False,
-                       sort_neighbors=True, budget_bytes=budget_bytes, tmpdir=tmpdir,
-                       progress=progress, what=f"{et.key()}: edge order")
+                       sort_neighbors=True, budget_bytes=budget_bytes - budget_bytes // 2,
+                       tmpdir=tmpdir, progress=progress, what=f"{et.key()}: edge order")
     slots.flush()
     sink.slots = slots = None
     os.replace(partial, path)

@@ -74,8 +74,9 @@ def test_link_in_ram_both_sides_alternating(tmp_path):
             res["ours_loader"]["edges_per_batch"], rel=0.25)
 
 
-@pytest.mark.slow  # fails from a fresh clone (cold numba cache / report keys): see closing note
 def test_link_out_of_core_against_the_plan(tmp_path, fake_memcap):
+    from benchmarks.sample_bench import pyg_missing
+
     out = tmp_path / "out"
     assert cli_main(["bench", "loader", "--task", "link", "--workdir", str(tmp_path / "w"),
                      *TINY, "--parts", "ooc", "--ooc-epochs", "2", "--read-iops", "50000",
@@ -85,7 +86,10 @@ def test_link_out_of_core_against_the_plan(tmp_path, fake_memcap):
     assert "error" not in ours and "error" not in plan, (ours, plan)
     assert [e["epoch"] for e in ours["epochs"]] == [0, 1]
     assert ours["seeds_per_s"] == ours["epochs"][-1]["seeds_per_s"]  # the second epoch
-    assert res["ooc_pyg"]["epochs"][-1]["seeds"] == 2 * 32
+    if pyg_missing():  # CI: torch_geometric without torch-sparse/pyg-lib
+        assert res["ooc_pyg"] == {"skipped": pyg_missing()}
+    else:
+        assert res["ooc_pyg"]["epochs"][-1]["seeds"] == 2 * 32
     assert plan["read_iops"] == 50000 and plan["seed_nodes_per_batch_bound"] == 128
     assert plan["edges_per_s"] == min(x for x in (plan["edges_per_s_io_bound"],
                                                   plan["edges_per_s_sample_bound"]) if x)

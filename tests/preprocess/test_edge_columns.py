@@ -219,7 +219,6 @@ def test_refusals(tmp_path):
 MEMCAP = "/work/shared/tools/memcap"
 
 
-@pytest.mark.slow  # fails from a fresh clone (cold numba cache / report keys): see closing note
 @pytest.mark.skipif(not os.path.exists(MEMCAP), reason="no memcap tool")
 def test_edge_columns_stay_in_the_budget_under_memcap(tmp_path):
     """4M edges, a 128 MB feature column and an int16 column, budget 32 MiB, under a 400 MiB
