@@ -39,12 +39,13 @@ __all__ = ["parse_size", "cgroup_memory_limit", "process_anon_bytes", "available
            "cgroup_mapped_file_bytes"]
 
 #: the plan keeps this share of the budget (at least MARGIN_MIN) unspent: allocator slack,
-#: the interpreter's growth, the pages of mapped code and libraries, kernel memory. 3% was too
-#: little under a 1.5 GiB cgroup: the link loader's 1.23 GiB plan ran 35 MiB of unplanned
-#: anonymous memory plus 21 MiB of page cache and kernel charges, 13 MiB under the limit,
-#: and a second process so close thrashed in reclaim (90 edges/s instead of 5.5k)
-MARGIN_SHARE = 0.06
-MARGIN_MIN = 32 << 20
+#: the interpreter's growth, the pages of mapped code and libraries, kernel memory. Under a
+#: 1.5 GiB cgroup those charges were ~21 MiB besides the loader's anonymous memory, and a
+#: 38 MiB margin left a link loader 13 MiB under the limit, where a run thrashed in reclaim
+#: (90 edges/s instead of 5.5k): hence a 64 MiB floor. A 6% share cost the R-MAT 22 node
+#: loader 10% of its cache and of its speed at that cap, for no measured gain.
+MARGIN_SHARE = 0.03
+MARGIN_MIN = 64 << 20
 #: a batch buffer holds this many times the most distinct rows seen in the sampled batches
 ROWS_HEADROOM = 1.05
 

@@ -281,3 +281,21 @@ def test_bad_exclude(homo_store, hetero_store):
     with pytest.raises(fs.FeatureStoreError, match="reverse edge type"):
         LinkNeighborLoader(hetero_store, [2], (et, np.array([[0], [1]])), exclude="reverse",
                            reverse_edge_type=("author", "writes", "paper"), device="cpu")
+
+
+def test_edge_type_without_destination_nodes_named(tmp_path):
+    """An edge type whose destination type has no nodes: named at construction, not a batch
+    of out-of-range negatives."""
+    w = fs.create_store(tmp_path / "s.store")
+    w.add_node_type("user", 5)
+    w.add_node_type("item", 0)
+    w.add_features("user", "x", np.zeros((5, 2), np.float32))
+    w.add_edge_type(("user", "buys", "item"), np.zeros(1, np.int64), np.zeros(0, np.int64))
+    w.add_edge_type(("user", "knows", "user"), np.array([0, 1, 2, 3, 4, 5]),
+                    np.array([1, 2, 3, 4, 0]))
+    w.commit()
+    with fs.open_store(tmp_path / "s.store") as s:
+        with pytest.raises(fs.FeatureStoreError, match="Expected nodes on both ends.*0 'item'"):
+            LinkNeighborLoader(s, {("user", "buys", "item"): [1], ("user", "knows", "user"): [1]},
+                               (("user", "buys", "item"), np.zeros((2, 0), np.int64)),
+                               neg_sampling_ratio=1.0, device="cpu")
