@@ -5,7 +5,7 @@ A batch's edges are identified by ``e_id`` (their positions in the store's CSC `
 and the store keeps edge rows in that order, so a feature is one row gather
 (:meth:`featurestore.FeatureArray.gather`, the store's fast row path) and a value one fancy
 index of the memory-mapped array. Edge rows are read per batch (no cache): a batch holds at
-most its sampled edges' rows.
+most its sampled edges' rows, which the loader's memory plan charges (:meth:`EdgeAttrs.row_bytes`).
 """
 
 from __future__ import annotations
@@ -55,6 +55,17 @@ class EdgeAttrs:
                     for et in store.edge_types}
             raise LoaderArgumentError(f"Expected edge_attrs among the edge features and values "
                                       f"of {store.url}: {have}. Got {missing} instead.")
+
+    def row_bytes(self) -> int:
+        """Bytes a batch reads per sampled edge, at most (the widest edge type's carried
+        rows): what the memory plan charges per edge of a batch."""
+        widest = 0
+        for attrs in self.per_type.values():
+            b = 0
+            for _, src, _ in attrs:
+                b += int(np.prod(src.shape[1:], dtype=np.int64)) * np.dtype(src.dtype).itemsize
+            widest = max(widest, b)
+        return widest
 
     def rows(self, edge: dict[EdgeType, np.ndarray]) -> dict[EdgeType, dict[str, torch.Tensor]]:
         """Per edge type, each carried attribute of the edges ``edge[et]`` (in that order)."""

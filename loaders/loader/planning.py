@@ -74,6 +74,7 @@ def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epoch
     common = dict(
         budget=budget, budget_source=source, topology_bytes=_topology_bytes(g),
         inputs_bytes=order_bytes(ld.input_nodes.shape[0]),  # the inputs are held already
+        edge_row_bytes=gather.edge_attrs.row_bytes(),
         num_nodes=dict(g.num_nodes), topology=topology, cache=policy,
         **loader_plan_inputs(gather.features, cuda=ld.device.type == "cuda",
                              staging_bytes=staging_bytes, prefetch=ld.prefetch,

@@ -106,6 +106,8 @@ class LoaderPlan:
     #: the seed inputs the loader holds besides its arrays at planning time: one epoch's
     #: shuffled order (4 or 8 bytes per input), plus the inputs themselves where not yet held
     inputs_bytes: int = 0
+    #: the sampled edges' feature and value rows (``edge_attrs``) of a batch, read per batch
+    edge_bytes: int = 0
     cache_rows: dict[str, int] = field(default_factory=dict)
     cache_bytes: int = 0
     cache_policy: str | None = None
@@ -116,8 +118,9 @@ class LoaderPlan:
 
     @property
     def buffer_bytes(self) -> int:
-        """Bytes of the planned batch buffers."""
-        return self.batch_bytes * self.batches_in_flight
+        """Bytes of the planned batch buffers (edge rows too: one batch's at least)."""
+        return (self.batch_bytes * self.batches_in_flight
+                + self.edge_bytes * max(1, self.batches_in_flight))
 
     @property
     def planned_bytes(self) -> int:
@@ -143,7 +146,8 @@ class LoaderPlan:
             ("topology", f(self.topology_bytes), topo),
             ("batch buffers", f(self.buffer_bytes),
              f"{self.batches_in_flight} x {f(self.batch_bytes)} "
-             f"({', '.join(f'{t}: {n:,} rows' for t, n in self.batch_rows.items())})"),
+             f"({', '.join(f'{t}: {n:,} rows' for t, n in self.batch_rows.items())})"
+             + (f" + edge rows {f(self.edge_bytes)} a batch" if self.edge_bytes else "")),
             ("sampler", f(self.sampler_bytes), "subgraphs in flight, id maps"),
             ("reader scratch", f(self.reader_bytes), f"read path {self.read_path}"),
             ("seed inputs", f(self.inputs_bytes), "an epoch's shuffled order of the inputs"),
@@ -168,7 +172,7 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
                 edges_per_batch: int, num_nodes: dict[str, int], batches_in_flight: int = 2,
                 subgraphs_in_flight: int = 4, io_threads: int = 32, scratch_bytes: int = 0,
                 topology: str | None = None, cache: str | None = "presample",
-                sampled_batches: int = 0, inputs_bytes: int = 0,
+                sampled_batches: int = 0, inputs_bytes: int = 0, edge_row_bytes: int = 0,
                 batch_row_bytes: dict[str, int] | None = None) -> LoaderPlan:
     """Spend ``budget`` bytes (see the module doc). All arithmetic is here, on plain numbers:
 
@@ -179,6 +183,8 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
       ``row, col, edge`` int64 plus the PyG/DGL edge tensors; node ids) plus the sampling
       thread's dense id maps (``4 * num_nodes`` per type);
     * reader = ``scratch_bytes`` (the reader threads' aligned scratch);
+    * edge rows = ``edges * edge_row_bytes`` per batch (the sampled edges' ``edge_attrs``),
+      times ``max(1, batches_in_flight)``;
     * inputs = ``inputs_bytes`` (an epoch's shuffled order of the seed inputs: 40 MB for a
       link loader's 10M seed edges; the inputs too where they are not held yet);
     * margin = ``max(MARGIN_MIN, MARGIN_SHARE * budget)``;
@@ -195,13 +201,15 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
                + 4 * sum(num_nodes.values()))
     margin = max(MARGIN_MIN, int(MARGIN_SHARE * budget))
     feature_bytes = sum(feature_row_bytes[t] * feature_rows[t] for t in feature_row_bytes)
-    base = batch_bytes * batches_in_flight + sampler + scratch_bytes + inputs_bytes + margin
+    edge_bytes = int(edges_per_batch) * int(edge_row_bytes)
+    base = (batch_bytes * batches_in_flight + edge_bytes * max(1, batches_in_flight) + sampler
+            + scratch_bytes + inputs_bytes + margin)
     plan = LoaderPlan(budget=budget, budget_source=budget_source, feature_bytes=feature_bytes,
                       topology=topology or "mmap", topology_bytes=topology_bytes,
                       batch_rows=batch_rows, batch_bytes=batch_bytes,
                       batches_in_flight=batches_in_flight, sampler_bytes=sampler,
                       reader_bytes=scratch_bytes, margin=margin, sampled_batches=sampled_batches,
-                      inputs_bytes=int(inputs_bytes))
+                      inputs_bytes=int(inputs_bytes), edge_bytes=edge_bytes)
     if feature_bytes + topology_bytes + base <= budget or cache is None:
         plan.fits = feature_bytes + topology_bytes + base <= budget
         if not plan.fits:

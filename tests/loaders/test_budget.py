@@ -144,6 +144,10 @@ def test_plan_arithmetic_by_hand():
     assert with_order.inputs_bytes == 4 * MiB
     assert plan.cache_bytes - with_order.cache_bytes >= 4 * MiB - 2 * (1536 + 512)
     assert with_order.planned_bytes <= budget and "seed inputs" in with_order.table()
+    # edge rows: 30,000 edges x 20 bytes, one batch per batch in flight (2 here)
+    edged = plan_loader(budget=budget, edge_row_bytes=20, **common)
+    assert edged.edge_bytes == 600_000 and edged.buffer_bytes == 2 * batch + 2 * 600_000
+    assert plan.cache_bytes - edged.cache_bytes >= 1_200_000 - 2 * (1536 + 512)
     # an explicit memory-mapped topology is not counted in the plan
     mm = plan_loader(budget=budget, topology="mmap", **common)
     assert mm.topology == "mmap" and mm.cache_bytes > plan.cache_bytes

@@ -112,3 +112,20 @@ def test_link_loader_takes_a_stored_edge_split(tmp_path):
         loaders.LinkNeighborLoader(t, [3], "test", device="cpu")
     with pytest.raises(LoaderArgumentError, match="edge split"):
         loaders.LinkNeighborLoader(t, [3], "valid", device="cpu")
+
+
+def test_edge_rows_are_in_the_memory_plan(tmp_path):
+    """The plan charges each batch's edge rows: 3 fp32 + 1 int64 = 20 bytes per sampled edge,
+    times the edges it measured; a loader carrying none charges nothing."""
+    store = _store(tmp_path / "s.store")
+    kw = dict(batch_size=32, output="raw", device="cpu", memory="40MiB", cache="degree")
+    with_rows = loaders.NeighborLoader(store, [5, 3], "train", **kw)
+    assert with_rows.gatherer.edge_attrs.row_bytes() == 3 * 4 + 8
+    # the features fit 40 MiB: the plan is the one on the bound, whose edges bound any batch's
+    plan = with_rows.plan
+    edges = max(int(sum(v.shape[0] for v in mb.subgraph.edge.values())) for mb in with_rows)
+    assert plan.edge_bytes >= edges * 20 and plan.edge_bytes % 20 == 0
+    assert plan.buffer_bytes == (plan.batch_bytes * plan.batches_in_flight
+                                 + plan.edge_bytes * max(1, plan.batches_in_flight))
+    none = loaders.NeighborLoader(store, [5, 3], "train", edge_attrs=[], **kw)
+    assert none.plan.edge_bytes == 0
