@@ -105,7 +105,8 @@ def to_dgl(batch: MiniBatch) -> tuple[Any, Any, list]:
         position of each edge in the store's CSC ``indices`` (DGL's edge id of a graph built with
         ``dgl.graph(("csc", (indptr, indices, [])))``). ``blocks[0].srcdata["feat"]`` holds the
         features and ``blocks[-1].dstdata["label"]`` the labels of the seeds (when ``batch.y``
-        is not None).
+        is not None). Each block's ``edata`` also holds the edge features and values the
+        loader carries (``edge_attrs=``; DGL's ``prefetch_edge_feats``), by name.
     """
     dgl = require_dgl()
     sub = batch.subgraph
@@ -117,6 +118,11 @@ def to_dgl(batch: MiniBatch) -> tuple[Any, Any, list]:
             first.srcnodes[nt].data["feat"] = x
     if batch.y is not None:
         last.dstnodes[sub.seed_type].data["label"] = batch.y
+    for et, attrs in (getattr(batch, "edge_attrs", None) or {}).items():
+        for b in blocks:  # a block's edges are a prefix of the sampled edges of each type
+            m = b.num_edges(tuple(et))
+            for name, v in attrs.items():
+                b.edges[tuple(et)].data[name] = v[:m]
     if getattr(batch, "node_type", None) is not None:  # the relational view
         _type_blocks(dgl, blocks, batch.node_type, batch.edge_type)
     input_nodes = first.srcdata[dgl.NID]

@@ -192,3 +192,45 @@ def test_a_device_dgl_cannot_use_is_refused_clearly(case):
     with pytest.raises(DGLNotInstalledError, match="device='cpu'"):
         require_dgl("cuda")
     assert require_dgl("cpu") is dgl
+
+
+def test_blocks_carry_edge_features_by_eid(tmp_path):
+    """Each block's edata holds the loader's edge rows (DGL's prefetch_edge_feats): every edge's
+    row encodes its own endpoints and edge type, checked against the block's NID/EID."""
+    import featurestore as fs
+    import loaders
+    from featurestore.format.names import EdgeType
+
+    rng = np.random.default_rng(3)
+    n = 200
+    w = fs.create_store(tmp_path / "s.store")
+    w.add_node_type("n", n)
+    w.add_features("n", "feat", rng.standard_normal((n, 4)).astype(np.float32))
+    for k, rel in enumerate(("r", "s")):
+        dst = np.sort(rng.integers(0, n, 1500))
+        src = rng.integers(0, n, 1500)
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))])
+        w.add_edge_type(("n", rel, "n"), indptr, src)
+        w.add_edge_features(("n", rel, "n"), "w",
+                            np.stack([src, dst, np.full_like(src, k)], 1).astype(np.float32))
+    w.add_split("train", "n", np.arange(64))
+    w.commit()
+    with fs.open_store(tmp_path / "s.store") as store:
+        ld = loaders.NeighborLoader(store, [3, 2], "train", batch_size=32, output="dgl",
+                                    device="cpu")
+        _, _, blocks = next(iter(ld))
+        for b in blocks:
+            for k, rel in enumerate(("r", "s")):
+                cet = ("n", rel, "n")
+                u, v = b.edges(etype=cet)
+                rows = b.edges[cet].data["w"]
+                assert rows.shape == (b.num_edges(cet), 3)
+                src_id = b.srcnodes["n"].data[dgl.NID][u]
+                dst_id = b.dstnodes["n"].data[dgl.NID][v]
+                assert torch.equal(rows[:, 0].long(), src_id)
+                assert torch.equal(rows[:, 1].long(), dst_id)
+                assert (rows[:, 2] == k).all()
+                # and by the block's own edge ids, the store's rows
+                eid = b.edges[cet].data[dgl.EID].numpy()
+                want = np.asarray(store.edge_features(EdgeType("n", rel, "n"), "w").gather(eid))
+                assert np.array_equal(rows.numpy(), want)
