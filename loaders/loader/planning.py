@@ -16,12 +16,17 @@ import numpy as np
 import torch
 
 from featurestore.format import names as fmt
+from loaders.errors import LoaderMemoryError
 from loaders.memory.budget import (
+    MARGIN_MIN,
+    MARGIN_SHARE,
     available_memory,
+    format_bytes,
     limit_allocator_slack,
     loader_plan_inputs,
     parse_size,
     plan_loader,
+    process_anon_bytes,
     resident_indptr_dtype,
 )
 from loaders.memory.cache import (
@@ -82,9 +87,12 @@ def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epoch
                              batch_dtypes=gather.feature_dtypes,
                              casts=any(c is not None for c in gather.casts.values())))
     rows, edges = _bound(ld, common["feature_row_bytes"])
-    plan = plan_loader(batch_rows=rows, edges_per_batch=edges, **common)
+    measured = dict(batch_rows=rows, edges_per_batch=edges)
+    plan = plan_loader(**measured, **common)
     if not plan.fits:
-        plan = _measured_plan(ld, plan, common, memory, topology)
+        plan, measured = _measured_plan(ld, plan, common, memory, topology)
+    if not plan.fits and plan.over_budget:
+        plan = _fall_back(ld, plan, common, measured, memory, topology)
     ld.plan = plan
     if not plan.fits:
         _build_caches(ld, plan, policy, presample_epochs)
@@ -115,10 +123,13 @@ def _bound(ld, row_bytes: dict) -> tuple[dict[str, int], int]:
 
 
 def _measured_plan(ld, plan, common: dict, memory, topology):
-    """The plan from measured batches, the topology made resident first when the bound's
-    plan holds it so."""
+    """``(plan, its batch figures)`` from measured batches, the topology made resident first
+    when the bound's plan holds it so (and it fits the budget with room to spare)."""
     limit_allocator_slack()  # freed batch arrays go back to the system, not to arenas
-    resident = plan.topology == "memory" and topology is None
+    resident = (plan.topology == "memory" and topology is None
+                and common["topology_bytes"] + plan.margin <= common["budget"])
+    if not resident and topology is None:
+        common["topology"] = "mmap"
     if resident:
         # resident first (read around the page cache), so that measuring batches and
         # ranking rows charge no page cache to a capped process
@@ -133,9 +144,60 @@ def _measured_plan(ld, plan, common: dict, memory, topology):
     # a few batches for the real numbers, on a short-lived thread: the sampler's
     # per-thread id maps go with it
     rows, edges, k = in_thread(_measure_batches, ld)
-    plan = plan_loader(batch_rows=rows, edges_per_batch=edges, sampled_batches=k, **common)
+    measured = dict(batch_rows=rows, edges_per_batch=edges, sampled_batches=k)
+    plan = plan_loader(**measured, **common)
     if resident:
         plan.notes.append(f"topology copied in {resident_s:.1f} s")
+    elif topology is None and common.get("topology") == "mmap":
+        plan.notes.append("topology memory-mapped: a resident copy would not fit the budget")
+    return plan, measured
+
+
+def _fall_back(ld, plan, common: dict, measured: dict, memory, topology):
+    """A plan whose working memory fits the budget, or :class:`LoaderMemoryError`.
+
+    In turn, while the plan is over budget: one subgraph prefetched (``prefetch=1``), the
+    topology memory-mapped instead of resident (its pages then live in the reclaimable page
+    cache; not when ``topology="memory"`` was asked), and last one batch buffer
+    (``batches_in_flight=1``: the training loop must drop each batch before asking for the
+    next, or the pipeline makes one past the plan). Each step taken is a note in the plan.
+    When all of them do not fit, the error states the smallest budget that works (raised
+    before any batch buffer is allocated)."""
+    over, asked = plan.needed_bytes - plan.budget, plan
+    kept = [n for n in plan.notes if not n.startswith("over budget")]
+    taken = []
+    if ld.prefetch > 1:
+        ld.prefetch = 1
+        common["subgraphs_in_flight"] = 1 + 3
+        taken.append("one subgraph prefetched (prefetch=1)")
+        plan = plan_loader(**measured, **common)
+    if plan.over_budget and topology is None and plan.topology == "memory":
+        ld.sampler = NeighborSampler(ld.store, topology="mmap", **ld.sampler_options)
+        common["topology"] = "mmap"
+        taken.append("the topology memory-mapped instead of copied")
+        plan = plan_loader(**measured, **common)
+    if plan.over_budget and common["batches_in_flight"] > 1:
+        # last: a loop must then drop each batch before asking for the next
+        common["batches_in_flight"] = ld.batches_in_flight = 1
+        taken.append("one batch buffer (batches_in_flight=1: drop each batch before the "
+                     "next)")
+        plan = plan_loader(**measured, **common)
+    if plan.over_budget:
+        # the smallest B with fixed + max(MARGIN_MIN, MARGIN_SHARE * B) <= B
+        fixed = plan.needed_bytes - plan.margin
+        need = max(fixed + MARGIN_MIN, -(-fixed * 100 // int(round((1 - MARGIN_SHARE) * 100))))
+        held = ("" if memory is not None else
+                f" This process holds {format_bytes(process_anon_bytes())} already: a cgroup "
+                f"limit of at least {format_bytes(need + process_anon_bytes())}.")
+        raise LoaderMemoryError(
+            f"Expected a memory budget of at least {format_bytes(need)} for this "
+            f"loader over {ld.store.url} (batch_size={ld.batch_size}, num_neighbors="
+            f"{ld.sampler_options['num_neighbors']}; with one batch buffer, prefetch=1 and a "
+            f"memory-mapped topology, no cache). Got "
+            f"{format_bytes(plan.budget)} ({plan.budget_source}). Raise the budget (memory=, the "
+            f"cgroup limit), or lower batch_size or the fanouts.{held}\n{plan}", need, asked)
+    plan.notes = kept + [f"over budget by {format_bytes(over)} as asked: fell back to "
+                         + ", ".join(taken)]
     return plan
 
 

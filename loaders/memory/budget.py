@@ -123,6 +123,17 @@ class LoaderPlan:
                 + self.edge_bytes * max(1, self.batches_in_flight))
 
     @property
+    def needed_bytes(self) -> int:
+        """What the plan holds besides the cache: more than ``budget`` when the budget cannot
+        hold even the loader's working memory."""
+        return self.planned_bytes - self.cache_bytes
+
+    @property
+    def over_budget(self) -> bool:
+        """True when the working memory alone (no cache) exceeds the budget."""
+        return self.needed_bytes > self.budget
+
+    @property
     def planned_bytes(self) -> int:
         """Every byte the plan holds (the resident topology, not a memory-mapped one)."""
         topo = self.topology_bytes if self.topology == "memory" else 0

@@ -58,7 +58,7 @@ from preprocess.sources.columns import open_columns
 from preprocess.sources.features import FeatureSource
 from preprocess.steps import edge_kernels as EK
 from preprocess.steps.cast import cast_block
-from preprocess.steps.csc import coo_to_csc
+from preprocess.steps.csc import MIN_BUDGET_BYTES, coo_to_csc
 from preprocess.steps.diskmap import open_npy
 from preprocess.steps.memory import PeakMemory, format_size, free_disk_bytes
 
@@ -275,14 +275,16 @@ def edge_order(writer, etype: Sequence[str], source: EdgeSource, path, *,
     partial = path + ".partial.npy"
     slots = open_npy(partial, mode="w+", dtype=np.int64, shape=(n_stream,))
     stream = concat(source, source.reversed()) if symmetrize else source
-    # the sink places slots while the sort's merge still holds its buffers: half each
+    # the sink places slots while the sort's merge still holds its buffers: half each (the
+    # sort at least its minimum: at a 16 MiB budget the two hold 24 MiB)
+    sort_budget = max(min(budget_bytes, MIN_BUDGET_BYTES), budget_bytes - budget_bytes // 2)
     sink = _OrderSink(writer, et, source, slots, shift, num_edges, num_dst, check_csc,
                       "after dropping self loops" if drop_self_loops else "",
                       budget_bytes // 2, tmpdir)
     stats = coo_to_csc(_KeyedEdges(stream, shift, num_src, num_dst, drop_self_loops),
                        num_src=num_src << shift, num_dst=num_dst, indptr_out=sink.indptr,
                        indices_out=sink.indices, coalesce=False, drop_self_loops=False,
-                       sort_neighbors=True, budget_bytes=budget_bytes - budget_bytes // 2,
+                       sort_neighbors=True, budget_bytes=sort_budget,
                        tmpdir=tmpdir, progress=progress, what=f"{et.key()}: edge order")
     slots.flush()
     sink.slots = slots = None

@@ -241,3 +241,62 @@ def test_gigabyte_store_under_a_third_of_its_size(tmp_path):
     assert not res["plan"]["fits"] and res["rows"] > 0 and res["overflows"] == 0
     peak_anon = float(m.group(1)) * (1 << 30)
     assert peak_anon <= res["anon0"] + res["plan"]["planned_bytes"] + (16 << 20), (peak_anon, res)
+
+
+def test_over_budget_falls_back_then_names_the_smallest_budget(capped_store):
+    """Issue 22: a plan over its budget before any cache falls back (one batch buffer, one
+    subgraph prefetched, a memory-mapped topology) and says so; below what even that needs, a
+    named error gives the smallest budget, and that budget works (1 MiB less does not)."""
+    from loaders import NeighborLoader
+    import featurestore as fs
+    from loaders.errors import LoaderMemoryError
+
+    kw = dict(num_neighbors=[15, 10, 5], input_nodes="train", batch_size=1024, device="cpu",
+              cache="degree")
+    with fs.open_store(capped_store) as s:
+        with pytest.raises(LoaderMemoryError, match="at least .* MiB") as e:
+            NeighborLoader(s, memory="70MiB", **kw)
+        need = e.value.min_budget
+        assert need > 70 << 20 and isinstance(e.value, MemoryError)
+        with pytest.raises(LoaderMemoryError):
+            NeighborLoader(s, memory=need - (1 << 20), **kw)
+        ld = NeighborLoader(s, memory=need, **kw)
+        plan = ld.plan
+        assert not plan.over_budget and plan.needed_bytes <= need
+        assert (ld.batches_in_flight, ld.prefetch, plan.topology) == (1, 1, "mmap")
+        assert "fell back to one subgraph prefetched" in plan.notes[-1]
+        F = s.features()
+        it = iter(ld)
+        for _ in range(2):  # right rows from the memory-mapped topology
+            mb = next(it)
+            ids = mb.subgraph.node["node"]
+            assert np.array_equal(mb.x["node"].numpy(), F.gather(ids, read_path="direct"))
+            del mb  # one batch buffer: dropped before the next
+        # with a batch buffer's bytes more, the loader keeps two batch buffers
+        roomier = NeighborLoader(s, memory=need + plan.batch_bytes + (8 << 20), **kw)
+        assert roomier.batches_in_flight == 2 and roomier.prefetch == 1
+        assert not roomier.plan.over_budget
+
+
+def test_over_budget_loader_is_not_killed_under_memcap(capped_store):
+    """Under a cgroup too small for the default plan (two batch buffers of ~110 MiB, prefetch
+    2, a resident topology), the loader falls back instead of being OOM-killed (here down to
+    one batch buffer: the loop drops each batch before asking for the next), and its peak
+    stays within 5% of the plan plus what the process held before it."""
+    code = LOADER_RUN.replace("STORE", repr(str(capped_store))).replace(
+        "num_neighbors=[10, 5], input_nodes=\"train\", batch_size=256",
+        "num_neighbors=[15, 10, 5], input_nodes=\"train\", batch_size=1024").replace(
+        "    for k, mb in enumerate(ld):\n",  # enumerate keeps its last tuple: the batch
+        "    it, k = iter(ld), -1\n    while (mb := next(it, None)) is not None:\n"
+        "        k += 1\n")
+    assert "[15, 10, 5]" in code and "enumerate" not in code
+    run_capped("4G", code.replace("MEMORY", repr("300MB")), timeout=300)  # numba's cache
+    rc, out, err = run_capped("480M", code.replace("MEMORY", "None"), timeout=300)
+    m = re.search(r"memcap: .*peak_anon=([\d.]+)GiB .*oom_kills=(\d+)", err)
+    assert m and rc == 0 and m.group(2) == "0", err[-2000:]
+    res = json.loads(next(ln for ln in out.splitlines() if ln.startswith("RESULT "))[7:])
+    plan = res["plan"]
+    assert any("fell back" in n for n in plan["notes"]), plan["notes"]
+    assert res["rows"] > 0 and res["overflows"] == 0
+    peak_anon = float(m.group(1)) * (1 << 30)
+    assert peak_anon <= 1.05 * (res["anon0"] + plan["planned_bytes"]), (peak_anon, res)

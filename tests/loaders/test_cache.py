@@ -3,6 +3,8 @@ presample and degree rankings against NumPy references, and a budgeted loader's 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,7 @@ import torch
 import featurestore as fs
 from loaders import NeighborLoader, NeighborSampler
 from loaders.memory.budget import MARGIN_MIN
+from graph_helpers import probe_plan
 from loaders.memory.cache import (FeatureCache, count_rows, degree_counts, presample_counts,
                            presample_scores, rank_rows)
 
@@ -128,7 +131,7 @@ def test_budgeted_loader_batches_equal_the_store(wide_store):
     kw = dict(num_neighbors=[5, 3], input_nodes="train", batch_size=64, device="cpu")
     big = NeighborLoader(wide_store, memory=1 << 40, **kw)
     assert big.plan.fits and not big.caches and big.sampler.graph.csc  # as without a budget
-    probe = NeighborLoader(wide_store, memory=1, cache=None, **kw)  # sampled batch sizes
+    probe = SimpleNamespace(plan=probe_plan(wide_store, **kw))  # sampled batch sizes
     assert not probe.plan.fits and probe.plan.notes
     fixed = (probe.plan.batch_bytes * 2 + probe.plan.sampler_bytes + probe.plan.reader_bytes
              + MARGIN_MIN + probe.plan.topology_bytes)
@@ -210,7 +213,7 @@ def test_budgeted_loader_device_path_and_heterogeneous(hetero_store):
     F = hetero_store.features("paper", "feat").numpy()
     kw = dict(num_neighbors=[3, 2], input_nodes=("paper", "train"), batch_size=100,
               device="cpu", staging_bytes=4096)
-    probe = NeighborLoader(hetero_store, memory=1, cache=None, **kw)
+    probe = SimpleNamespace(plan=probe_plan(hetero_store, **kw))
     fixed = (probe.plan.batch_bytes * 2 + probe.plan.sampler_bytes + probe.plan.reader_bytes
              + MARGIN_MIN + probe.plan.topology_bytes)
     ld = NeighborLoader(hetero_store, memory=fixed + F.nbytes // 2, **kw)

@@ -3,6 +3,8 @@ same rows, through every gather path (plain, cached hits and misses, chunked dev
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,7 @@ import torch
 from loaders import NeighborLoader
 from loaders.memory.cast import cast_rows, resolve_dtype
 from loaders.memory.budget import MARGIN_MIN
+from graph_helpers import probe_plan
 from loaders.memory.cache import FeatureCache
 from loaders.errors import LoaderArgumentError
 
@@ -89,7 +92,7 @@ def test_fp16_store_reaches_the_batch_as_fp32(hetero_store, chunked):
 def test_fp16_cached_hits_and_misses_cast(hetero_store, cache, chunked):
     F = hetero_store.features("paper", "feat").numpy()
     kw = _loader_kw()
-    probe = NeighborLoader(hetero_store, memory=1, cache=None, **kw)
+    probe = SimpleNamespace(plan=probe_plan(hetero_store, **kw))
     fixed = (probe.plan.batch_bytes * 2 + probe.plan.sampler_bytes + probe.plan.reader_bytes
              + MARGIN_MIN + probe.plan.topology_bytes)
     ld = NeighborLoader(hetero_store, memory=fixed + F.nbytes // 2, cache=cache, **kw)
@@ -117,7 +120,7 @@ def test_feature_cache_casts_large_batches(hetero_store):
 
 def test_the_memory_plan_counts_batches_in_the_cast_dtype(hetero_store):
     """fp16 rows cast to fp32 take twice the batch buffer memory; the cache's rows stay fp16."""
-    kw = {**_loader_kw(), "memory": 1, "cache": None}
-    a = NeighborLoader(hetero_store, **{**kw, "dtype": None}).plan
-    b = NeighborLoader(hetero_store, **kw).plan
+    kw = _loader_kw()
+    a = probe_plan(hetero_store, **{**kw, "dtype": None})
+    b = probe_plan(hetero_store, **kw)
     assert b.batch_bytes == 2 * a.batch_bytes and b.feature_bytes == a.feature_bytes

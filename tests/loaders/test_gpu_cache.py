@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from loaders.memory.gpu_cache import GpuTier, gpu_tier_rows
+from graph_helpers import probe_plan
 
 
 def _feature(n=1000, d=8, seed=0):
@@ -62,13 +63,17 @@ def test_tier_rows_from_budget():
 # -- in the loader: the device path (run on the CPU) with and without the tier --------------
 @pytest.mark.parametrize("budget,dtype,memory", [("40KiB", None, None), (10**9, None, None),
                                                  ("40KiB", torch.float16, None),
-                                                 ("40KiB", None, "6MiB")])
+                                                 ("40KiB", None, "half the features")])
 def test_loader_batches_equal_with_tier(homo_store, budget, dtype, memory):
     """Batches through the device sink with a GPU tier equal the plain loader's (features,
     labels, edges), the tier serves hits, and only its misses are copied host to device."""
     from loaders import NeighborLoader
 
-    kw = dict(batch_size=200, shuffle=True, seed=3, device="cpu", dtype=dtype, memory=memory)
+    kw = dict(batch_size=200, shuffle=True, seed=3, device="cpu", dtype=dtype)
+    if memory:  # the features do not fit: the loader's own needs plus half of them
+        plan = probe_plan(homo_store, [5, 3], "train", **kw)
+        memory = plan.needed_bytes + plan.feature_bytes // 2
+    kw["memory"] = memory
     ld = NeighborLoader(homo_store, [5, 3], "train", gpu_cache_bytes=budget, **kw)
     ld._chunked = True
     plain = NeighborLoader(homo_store, [5, 3], "train", **kw)

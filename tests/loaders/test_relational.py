@@ -11,6 +11,7 @@ import torch
 import featurestore as fs
 from loaders import NeighborLoader
 from loaders.memory.budget import MARGIN_MIN
+from graph_helpers import probe_plan
 from loaders.errors import LoaderArgumentError
 
 
@@ -64,8 +65,7 @@ def test_pyg_homogeneous_batches_match_to_homogeneous(rel_store, chunked, dtype,
     kw = dict(batch_size=50, device="cpu", output="pyg", homogeneous=True, dtype=dtype,
               shuffle=True, staging_bytes=4096)
     if budget:  # the features do not fit: a cache holds part of every type's rows
-        probe = NeighborLoader(rel_store, [4, 3], ("paper", "train"), memory=1, cache=None,
-                               **kw).plan
+        probe = probe_plan(rel_store, [4, 3], ("paper", "train"), **kw)
         fbytes = sum(rel_store.features(t).numpy().nbytes for t in rel_store.node_types)
         kw["memory"] = (probe.batch_bytes * 2 + probe.sampler_bytes + probe.reader_bytes
                         + MARGIN_MIN + probe.topology_bytes + fbytes // 2)
