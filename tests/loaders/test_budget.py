@@ -300,3 +300,32 @@ def test_over_budget_loader_is_not_killed_under_memcap(capped_store):
     assert res["rows"] > 0 and res["overflows"] == 0
     peak_anon = float(m.group(1)) * (1 << 30)
     assert peak_anon <= 1.05 * (res["anon0"] + plan["planned_bytes"]), (peak_anon, res)
+
+
+@pytest.mark.slow
+def test_cold_numba_cache_loader_and_job_under_memcap(capped_store, tmp_path, monkeypatch):
+    """Slow (run by name, ``-m slow``; issue 22 item 2, issue 19 item 6): from an empty numba
+    cache, under memcap, the first budgeted loader run and the first preprocessing job under
+    ``--memory`` finish without an OOM kill (numba compiles before the budget is measured)."""
+    peaks = {}
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba-loader"))
+    code = LOADER_RUN.replace("STORE", repr(str(capped_store))).replace("MEMORY", "None")
+    rc, out, err = run_capped("330M", code, timeout=1200)
+    m = re.search(r"memcap: .*peak_anon=([\d.]+)GiB .*oom_kills=(\d+)", err)
+    assert m and rc == 0 and m.group(2) == "0", err[-2000:]
+    peaks["loader"] = m.group(0)
+    assert os.listdir(tmp_path / "numba-loader")  # it did compile into the empty cache
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba-job"))
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "e.npy", rng.integers(0, 1_000_000, (2, 4_000_000)).astype(np.int32))
+    mc = memcap_path()
+    cli = os.path.join(os.path.dirname(sys.executable), "featurestore")
+    p = subprocess.run([sys.executable, mc, "400M", "--", cli, "preprocess", "edges",
+                        str(tmp_path / "e.npy"), str(tmp_path / "s"), "--memory", "64M",
+                        "--no-progress"],
+                       capture_output=True, text=True, timeout=1200, cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=ROOT))
+    m = re.search(r"memcap: .*peak_anon=([\d.]+)GiB .*oom_kills=(\d+)", p.stderr)
+    assert m and p.returncode == 0 and m.group(2) == "0", p.stderr[-2000:]
+    peaks["job"] = m.group(0)
+    print(peaks)
