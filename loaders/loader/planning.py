@@ -21,12 +21,12 @@ from loaders.memory.budget import (
     MARGIN_MIN,
     MARGIN_SHARE,
     available_memory,
+    cgroup_memory_limit,
     format_bytes,
     limit_allocator_slack,
     loader_plan_inputs,
     parse_size,
     plan_loader,
-    process_anon_bytes,
     resident_indptr_dtype,
 )
 from loaders.memory.cache import (
@@ -74,6 +74,8 @@ def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epoch
         budget, source = available_memory(), "available to this process (cgroup or RAM)"
     else:
         budget, source = parse_size(memory), "memory= argument"
+    lim = cgroup_memory_limit() if memory is None else None
+    held = None if lim is None else max(0, lim - budget)  # before this loader's own arrays
     policy = None if cache is None else ("presample" if cache == "auto" else cache)
     g, gather = ld.sampler.graph, ld.gatherer
     common = dict(
@@ -92,7 +94,7 @@ def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epoch
     if not plan.fits:
         plan, measured = _measured_plan(ld, plan, common, memory, topology)
     if not plan.fits and plan.over_budget:
-        plan = _fall_back(ld, plan, common, measured, memory, topology)
+        plan = _fall_back(ld, plan, common, measured, memory, topology, held)
     ld.plan = plan
     if not plan.fits:
         _build_caches(ld, plan, policy, presample_epochs)
@@ -128,8 +130,8 @@ def _measured_plan(ld, plan, common: dict, memory, topology):
     limit_allocator_slack()  # freed batch arrays go back to the system, not to arenas
     resident = (plan.topology == "memory" and topology is None
                 and common["topology_bytes"] + plan.margin <= common["budget"])
-    if not resident and topology is None:
-        common["topology"] = "mmap"
+    if not resident and topology is None and not _page_cache_counts(memory):
+        common["topology"] = "mmap"  # under a cgroup it stays counted: the plan is over
     if resident:
         # resident first (read around the page cache), so that measuring batches and
         # ranking rows charge no page cache to a capped process
@@ -148,21 +150,36 @@ def _measured_plan(ld, plan, common: dict, memory, topology):
     plan = plan_loader(**measured, **common)
     if resident:
         plan.notes.append(f"topology copied in {resident_s:.1f} s")
-    elif topology is None and common.get("topology") == "mmap":
+    elif topology is None and common.get("topology") == "mmap" and plan.topology == "mmap":
         plan.notes.append("topology memory-mapped: a resident copy would not fit the budget")
     return plan, measured
 
 
-def _fall_back(ld, plan, common: dict, measured: dict, memory, topology):
+def _page_cache_counts(memory) -> bool:
+    """True when the budget is this process's cgroup limit: the pages of a memory-mapped
+    topology are then charged to it too, so mapping it instead of copying saves nothing (and
+    sampling from pages the cgroup keeps evicting crawls: 10 s a batch on R-MAT 22 at 1 GiB)."""
+    return memory is None and cgroup_memory_limit() is not None
+
+
+def _min_budget(plan) -> int:
+    """The smallest budget B with the plan's working memory (no cache) and its margin,
+    ``max(MARGIN_MIN, MARGIN_SHARE * B)``, within B."""
+    fixed = plan.needed_bytes - plan.margin
+    return max(fixed + MARGIN_MIN, -(-fixed * 100 // int(round((1 - MARGIN_SHARE) * 100))))
+
+
+def _fall_back(ld, plan, common: dict, measured: dict, memory, topology, held):
     """A plan whose working memory fits the budget, or :class:`LoaderMemoryError`.
 
-    In turn, while the plan is over budget: one subgraph prefetched (``prefetch=1``), the
-    topology memory-mapped instead of resident (its pages then live in the reclaimable page
-    cache; not when ``topology="memory"`` was asked), and last one batch buffer
-    (``batches_in_flight=1``: the training loop must drop each batch before asking for the
-    next, or the pipeline makes one past the plan). Each step taken is a note in the plan.
-    When all of them do not fit, the error states the smallest budget that works (raised
-    before any batch buffer is allocated)."""
+    In turn, while the plan is over budget: one subgraph prefetched (``prefetch=1``), then the
+    topology memory-mapped instead of copied (only when the page cache is outside the budget:
+    ``memory=`` given; not under a cgroup, see :func:`_page_cache_counts`; not when
+    ``topology="memory"`` was asked). Each step taken is a note in the plan. The batch buffers
+    stay: with one, a loop that holds a batch while asking for the next makes another past
+    the plan, so that is the caller's choice (``batches_in_flight=1``). When nothing fits, the
+    error, raised before the topology is copied or any batch buffer made, states the smallest
+    budget that works, and the one with ``batches_in_flight=1``."""
     over, asked = plan.needed_bytes - plan.budget, plan
     kept = [n for n in plan.notes if not n.startswith("over budget")]
     taken = []
@@ -171,31 +188,30 @@ def _fall_back(ld, plan, common: dict, measured: dict, memory, topology):
         common["subgraphs_in_flight"] = 1 + 3
         taken.append("one subgraph prefetched (prefetch=1)")
         plan = plan_loader(**measured, **common)
-    if plan.over_budget and topology is None and plan.topology == "memory":
+    if (plan.over_budget and topology is None and plan.topology == "memory"
+            and not _page_cache_counts(memory)):
         ld.sampler = NeighborSampler(ld.store, topology="mmap", **ld.sampler_options)
         common["topology"] = "mmap"
         taken.append("the topology memory-mapped instead of copied")
         plan = plan_loader(**measured, **common)
-    if plan.over_budget and common["batches_in_flight"] > 1:
-        # last: a loop must then drop each batch before asking for the next
-        common["batches_in_flight"] = ld.batches_in_flight = 1
-        taken.append("one batch buffer (batches_in_flight=1: drop each batch before the "
-                     "next)")
-        plan = plan_loader(**measured, **common)
     if plan.over_budget:
-        # the smallest B with fixed + max(MARGIN_MIN, MARGIN_SHARE * B) <= B
-        fixed = plan.needed_bytes - plan.margin
-        need = max(fixed + MARGIN_MIN, -(-fixed * 100 // int(round((1 - MARGIN_SHARE) * 100))))
-        held = ("" if memory is not None else
-                f" This process holds {format_bytes(process_anon_bytes())} already: a cgroup "
-                f"limit of at least {format_bytes(need + process_anon_bytes())}.")
+        need = _min_budget(plan)
+        alt = ""
+        if common["batches_in_flight"] > 1:
+            one = plan_loader(**measured, **dict(common, batches_in_flight=1))
+            alt = (f" A training loop that drops each batch before asking for the next can "
+                   f"pass batches_in_flight=1: then {format_bytes(_min_budget(one))}.")
+        limit = "" if held is None else (
+            f" This process held {format_bytes(held)} before it (and the pages of its code): "
+            f"a cgroup limit of about {format_bytes(need + held)}.")
         raise LoaderMemoryError(
-            f"Expected a memory budget of at least {format_bytes(need)} for this "
-            f"loader over {ld.store.url} (batch_size={ld.batch_size}, num_neighbors="
-            f"{ld.sampler_options['num_neighbors']}; with one batch buffer, prefetch=1 and a "
-            f"memory-mapped topology, no cache). Got "
+            f"Expected a memory budget of at least {format_bytes(need)} for this loader over "
+            f"{ld.store.url} (batch_size={ld.batch_size}, num_neighbors="
+            f"{ld.sampler_options['num_neighbors']}, {common['batches_in_flight']} batch "
+            f"buffers, prefetch=1, the topology {plan.topology}, no cache). Got "
             f"{format_bytes(plan.budget)} ({plan.budget_source}). Raise the budget (memory=, the "
-            f"cgroup limit), or lower batch_size or the fanouts.{held}\n{plan}", need, asked)
+            f"cgroup limit), or lower batch_size or the fanouts.{limit}{alt}\n{plan}",
+            need, asked)
     plan.notes = kept + [f"over budget by {format_bytes(over)} as asked: fell back to "
                          + ", ".join(taken)]
     return plan
