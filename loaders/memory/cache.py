@@ -183,7 +183,9 @@ class HotTier:
 
         self.rows = np.asarray(rows, np.int64)
         self.num_rows = int(num_rows)
-        self.pos = np.full(self.num_rows, -1, np.int32)
+        # no map without rows: a type with no hot tier held 4 bytes per row outside the plan
+        # (8 GiB on a 2**31-row type); the gathers test len() before they touch it
+        self.pos = np.full(self.num_rows if self.rows.shape[0] else 0, -1, np.int32)
         self.pos[self.rows] = np.arange(self.rows.shape[0], dtype=np.int32)
         tdt = torch.from_numpy(np.empty(0, dtype)).dtype
         self.tensor = torch.empty((self.rows.shape[0],) + tuple(row_shape), dtype=tdt,
@@ -201,6 +203,8 @@ class HotTier:
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Position of each id in this tier, ``-1`` where it is not held."""
+        if not self.rows.shape[0]:
+            return np.full(ids.shape[0], -1, np.int32)
         out = np.empty(ids.shape[0], np.int32)
         _lookup(np.ascontiguousarray(ids, np.int64), self.pos, out)
         return out

@@ -87,6 +87,22 @@ def test_cached_gather_returns_the_rows_of_a_plain_gather(wide_store, policy, re
     assert (cache.hot.lookup(np.setdiff1d(np.arange(n), cached)[:5]) == -1).all()
 
 
+def test_empty_hot_tier_holds_no_position_map(wide_store):
+    """A type without cached rows holds nothing (issue 23: its int32 map over every row was
+    outside the plan), and its gathers, plain and cast, still return the store's rows."""
+    F = wide_store.features()
+    c = FeatureCache(F, np.empty(0, np.int64))
+    assert c.hot.nbytes == 0 and c.hot.pos.shape == (0,)
+    ids = np.random.default_rng(1).integers(0, F.shape[0], 5000)
+    ref = F.numpy()[ids]
+    assert np.array_equal(c.gather(ids), ref)
+    out = np.empty(ref.shape, np.float32)
+    c.gather(ids, out)
+    assert np.array_equal(out, ref.astype(np.float32))
+    assert np.array_equal(c.hot.lookup(ids), np.full(ids.shape[0], -1, np.int32))
+    c.close()
+
+
 def test_uncached_reads_scatter_to_given_rows(wide_store):
     F = wide_store.features()
     rows = F.reader
