@@ -335,3 +335,24 @@ def test_cold_numba_cache_loader_and_job_under_memcap(capped_store, tmp_path, mo
     assert m and p.returncode == 0 and m.group(2) == "0", p.stderr[-2000:]
     peaks["job"] = m.group(0)
     print(peaks)
+
+
+def test_plan_notes_what_one_batch_buffer_would_cache(capped_store):
+    """With two batch buffers and a cache, the plan says how many more rows one buffer would
+    cache: exactly the difference to the plan of the same loader with batches_in_flight=1."""
+    import featurestore as fs
+    from graph_helpers import probe_plan
+    from loaders import NeighborLoader
+
+    kw = dict(num_neighbors=[10, 5], input_nodes="train", batch_size=256, device="cpu",
+              cache="degree")
+    with fs.open_store(capped_store) as s:
+        asked = probe_plan(s, **{k: v for k, v in kw.items() if k != "cache"})
+        memory = asked.needed_bytes + asked.feature_bytes // 4
+        two = NeighborLoader(s, memory=memory, **kw)
+        one = NeighborLoader(s, memory=memory, batches_in_flight=1, **kw)
+        more = sum(one.plan.cache_rows.values()) - sum(two.plan.cache_rows.values())
+        assert more > 0
+        note = next(n for n in two.plan.notes if n.startswith("batches_in_flight=1"))
+        assert f"would cache {more:,} more rows" in note
+        assert not any(n.startswith("batches_in_flight=1") for n in one.plan.notes)
