@@ -96,6 +96,9 @@ class LoaderOptions:
     neg_sampling_ratio: float = opt(1.0, "binary negatives per positive edge (--task link)")
     trials: int = opt(3, "alternating rounds of ours and PyG in RAM (--task link)",
                       size="trials")
+    sampling: str = opt("uniform", "our loader's sampler: uniform (as PyG's) or labor "
+                        "(layer-neighbour sampling: another distribution, fewer rows per "
+                        "batch; PyG stays uniform)", choices=("uniform", "labor"))
     read_iops: float | None = opt(None, "the device's random 4 KiB reads/s for the plan's "
                                   "prediction (--task link --parts ooc; default: probed)")
 
@@ -166,7 +169,8 @@ def our_loader(store, o: LoaderOptions, inputs, batch_size: int, **kw):
     arguments."""
     from loaders import LinkNeighborLoader, NeighborLoader
 
-    kw = dict(batch_size=batch_size, shuffle=True, drop_last=True, device="cpu", **kw)
+    kw = dict(batch_size=batch_size, shuffle=True, drop_last=True, device="cpu",
+              sampling=o.sampling, **kw)
     if o.task == "link":
         return LinkNeighborLoader(store, o.hops, inputs,
                                   neg_sampling_ratio=o.neg_sampling_ratio, **kw)

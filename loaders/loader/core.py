@@ -99,6 +99,10 @@ class NeighborLoader:
         or ``"node"`` (per node over all its edge types together, uniformly: what a sampler
         on the homogenised graph draws). Default: ``"node"`` with ``homogeneous``, else
         ``"edge_type"``. See :class:`loaders.sample.sampler.NeighborSampler`.
+    sampling, layer_dependency
+        ``"uniform"`` (default) or ``"labor"``: opt-in layer-neighbour sampling (GraphBolt's
+        ``sample_layer_neighbor``), a different distribution whose batches hold fewer distinct
+        nodes (fewer feature rows read); see :class:`loaders.sample.sampler.NeighborSampler`.
     dtype
         Cast features to this floating dtype on their way into the batch (``torch.float32``,
         ``np.float32`` or ``"float32"``): an fp16 store reaches an fp32 model without a pass
@@ -195,7 +199,8 @@ class NeighborLoader:
                  presample_epochs: int = 1, fanout_order: str | None = None,
                  transform: Callable[[Any], Any] | None = None, pin_memory: bool = False,
                  dtype=None, homogeneous: bool = False, fanout_per: str | None = None,
-                 attrs=None, edge_attrs=None, gpu_cache_bytes: int | str = 0, **kwargs):
+                 attrs=None, edge_attrs=None, gpu_cache_bytes: int | str = 0,
+                 sampling: str = "uniform", layer_dependency: bool = False, **kwargs):
         # a PyG/DGL-like view (loaders.datasets.views) stands for its store and names its output
         output = output or getattr(store, "default_output", "raw")
         pyg_view = getattr(store, "default_output", None) == "pyg"
@@ -223,7 +228,8 @@ class NeighborLoader:
         #: how the sampler is built (again, over a resident topology, by the memory plan)
         self.sampler_options = dict(num_neighbors=num_neighbors, replace=replace,
                                     num_threads=num_threads, fanout_per=fanout_per or (
-                                        "node" if homogeneous else "edge_type"))
+                                        "node" if homogeneous else "edge_type"),
+                                    sampling=sampling, layer_dependency=layer_dependency)
         self.sampler = NeighborSampler(store, topology=topology or "mmap",
                                        **self.sampler_options)
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last

@@ -25,6 +25,7 @@ from featurestore.format.names import EdgeType
 from featurestore.gather import check_ids
 
 from loaders.sample import kernels as K
+from loaders.sample.labor import labor_counts, labor_fill
 from loaders.errors import LoaderArgumentError
 from loaders.sample.rng import batch_key, layer_key
 
@@ -344,6 +345,17 @@ class NeighborSampler:
         (``homogeneous=``) samples so. Edge types into one node type then need the same fanout
         per layer (``0`` leaves one out). A node type with one sampled edge type into it is
         sampled the same way in both modes.
+    sampling
+        ``"uniform"`` (default: ``k`` neighbours drawn uniformly per node, as PyG and DGL) or
+        ``"labor"``: layer-neighbour sampling (LABOR-0, GraphBolt's ``sample_layer_neighbor``,
+        :mod:`loaders.sample.labor`): each in-edge kept with the same probability
+        ``min(1, k / degree)``, ``k`` per node in expectation, but nodes sharing neighbours
+        keep the same ones, so batches hold fewer distinct nodes. A different sampling
+        distribution (the kept neighbours of two nodes are correlated); not with
+        ``replace=True`` or ``fanout_per="node"``.
+    layer_dependency
+        With ``sampling="labor"``: one variate per source node for all layers of a batch
+        (GraphBolt's ``layer_dependency``), so the layers pick alike too; else one per layer.
 
     Example::
 
@@ -353,13 +365,27 @@ class NeighborSampler:
 
     def __init__(self, graph, num_neighbors, *, replace: bool = False,
                  num_threads: int | None = None, topology: str = "mmap",
-                 fanout_per: str = "edge_type"):
+                 fanout_per: str = "edge_type", sampling: str = "uniform",
+                 layer_dependency: bool = False):
+        if sampling not in ("uniform", "labor"):
+            raise LoaderArgumentError(f"Expected sampling 'uniform' or 'labor'. Got "
+                                      f"{sampling!r} instead.")
+        if sampling == "labor" and replace:
+            raise LoaderArgumentError("Expected replace=False with sampling='labor' (each "
+                                      "in-edge is kept at most once). Got replace=True.")
+        if layer_dependency and sampling != "labor":
+            raise LoaderArgumentError("Expected sampling='labor' with layer_dependency=True "
+                                      f"(a LABOR option). Got sampling={sampling!r}.")
+        self.sampling, self.layer_dependency = sampling, bool(layer_dependency)
         self.graph = CSCGraph.of(graph, topology)
         # pickling reopens the topology from the store (never ships memory maps)
         self._source = None if isinstance(graph, CSCGraph) else (graph, topology)
         self.fanouts = Fanouts.parse(num_neighbors, self.graph.edge_types)
         self.fanout_per = fanout_per
         self._groups = union_groups(self.graph, self.fanouts, fanout_per)
+        if sampling == "labor" and self._groups:
+            raise LoaderArgumentError("Expected fanout_per='edge_type' with sampling='labor'. "
+                                      "Got fanout_per='node' over several edge types.")
         self.replace = bool(replace)
         self.num_threads = num_threads
         self._local = threading.local()
@@ -475,6 +501,11 @@ class NeighborSampler:
             indptr, indices = g.csc[et]
             fr = front[et.dst]
             starts, degs = np.empty(fr.shape[0], np.int64), np.empty(fr.shape[0], np.int64)
+            if self.sampling == "labor":
+                out[et] = self._draw_labor(indptr, indices, fr, f, starts, degs,
+                                           layer_key(key, 0 if self.layer_dependency
+                                                     else layer, e_idx))
+                continue
             offsets = K.sample_counts(indptr, fr, f, self.replace, starts, degs)
             m = int(offsets[-1])
             src, eid, dst = (np.empty(m, np.int64) for _ in range(3))
@@ -482,6 +513,16 @@ class NeighborSampler:
                           np.uint64(layer_key(key, layer, e_idx)), offsets, src, eid, dst)
             out[et] = (src, eid, dst)
         return {et: out[et] for et in g.edge_types if et in out}
+
+    @staticmethod
+    def _draw_labor(indptr, indices, fr, fanout, starts, degs, key) -> tuple:
+        """``(src, eid, dst)`` of LABOR-0 for the frontier ``fr`` (:mod:`~loaders.sample.labor`)."""
+        par = K._parallel_ok()
+        offsets = labor_counts(indptr, indices, fr, fanout, key, starts, degs, par)
+        m = int(offsets[-1])
+        src, eid, dst = (np.empty(m, np.int64) for _ in range(3))
+        labor_fill(starts, degs, indices, fanout, key, offsets, src, eid, dst, par)
+        return src, eid, dst
 
     def _draw_union(self, fr, group, fanout: int, key) -> dict:
         """``(src, eid, dst)`` per edge type of ``group`` (edge types into one node type),
