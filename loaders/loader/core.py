@@ -98,11 +98,8 @@ class NeighborLoader:
         ``"edge_type"`` (PyG's and DGL's typed sampling: each fanout per node and edge type)
         or ``"node"`` (per node over all its edge types together, uniformly: what a sampler
         on the homogenised graph draws). Default: ``"node"`` with ``homogeneous``, else
-        ``"edge_type"``. See :class:`loaders.sample.sampler.NeighborSampler`.
-    sampling, layer_dependency
-        ``"uniform"`` (default) or ``"labor"``: opt-in layer-neighbour sampling (GraphBolt's
-        ``sample_layer_neighbor``), a different distribution whose batches hold fewer distinct
-        nodes (fewer feature rows read); see :class:`loaders.sample.sampler.NeighborSampler`.
+        ``"edge_type"``. See :class:`loaders.sample.sampler.NeighborSampler`, also for
+        ``sampling="uniform"|"labor"`` (opt-in, fewer rows per batch) and ``layer_dependency``.
     dtype
         Cast features to this floating dtype on their way into the batch (``torch.float32``,
         ``np.float32`` or ``"float32"``): an fp16 store reaches an fp32 model without a pass
@@ -165,9 +162,8 @@ class NeighborLoader:
     batches_in_flight
         Batch buffers the plan holds (host memory, CPU output): 2 (default) lets the next
         batch be gathered while the training loop holds the current one; 1 suits a loop
-        that drops each batch before asking for the next (``del batch``), and saves a
-        batch's worth of memory for the cache. Ignored without a plan or with CUDA
-        (rows then go through the staging buffers).
+        that drops each batch before asking for the next (``del batch``), and gives a batch's
+        memory to the cache. Ignored without a plan or with CUDA (rows go through staging).
     presample_epochs
         Epochs of batches the ``"presample"`` pass samples (1).
     gpu_cache_bytes
@@ -226,10 +222,10 @@ class NeighborLoader:
         self._set_inputs(input_nodes)
         check_feature(store, feature)
         #: how the sampler is built (again, over a resident topology, by the memory plan)
-        self.sampler_options = dict(num_neighbors=num_neighbors, replace=replace,
-                                    num_threads=num_threads, fanout_per=fanout_per or (
-                                        "node" if homogeneous else "edge_type"),
-                                    sampling=sampling, layer_dependency=layer_dependency)
+        self.sampler_options = dict(
+            num_neighbors=num_neighbors, replace=replace, num_threads=num_threads,
+            fanout_per=fanout_per or ("node" if homogeneous else "edge_type"),
+            sampling=sampling, layer_dependency=layer_dependency)
         self.sampler = NeighborSampler(store, topology=topology or "mmap",
                                        **self.sampler_options)
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last
@@ -317,10 +313,9 @@ class NeighborLoader:
 
     def sample_batch(self, epoch: int, k: int, pos: np.ndarray) -> SampledSubgraph:
         """Batch ``k`` of ``epoch``, of the seeds at positions ``pos`` (sampled only)."""
+        ids = pos.astype(np.int64) if self._input_id is None else self._input_id[pos]
         return self.sampler.sample(self.input_nodes[pos], self.seed_type, seed=self.seed,
-                                   epoch=epoch, batch=k,
-                                   input_id=(pos.astype(np.int64) if self._input_id is None
-                                             else self._input_id[pos]))
+                                   epoch=epoch, batch=k, input_id=ids)
 
     # -- stages --------------------------------------------------------------------------
     def _samples(self, epoch: int) -> Iterator[SampledSubgraph]:

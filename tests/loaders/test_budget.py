@@ -267,7 +267,7 @@ def test_over_budget_falls_back_then_names_the_smallest_budget(capped_store):
         plan = ld.plan
         assert not plan.over_budget and plan.needed_bytes <= need
         assert (ld.batches_in_flight, ld.prefetch, plan.topology) == (2, 1, "mmap")
-        assert "fell back to one subgraph prefetched" in plan.notes[-1]
+        assert any("fell back to one subgraph prefetched" in n for n in plan.notes)
         F = s.features()
         for _, mb in zip(range(2), ld):  # right rows from the memory-mapped topology
             ids = mb.subgraph.node["node"]
