@@ -19,9 +19,9 @@ import os
 
 import numpy as np
 
-from featurestore import Store, open_store
+from featurestore import Store
 from loaders.datasets.lsc_wikikg import (EvaluatorInputError, WikiKG90Mv2Dataset,
-                                         WikiKG90Mv2Evaluator)
+                                         WikiKG90Mv2Evaluator, open_root_store)
 from loaders.errors import LoaderArgumentError
 from loaders.sample.relational import HomogeneousGraph
 
@@ -76,11 +76,11 @@ def ogb_test_splits(store: Store) -> dict:
 
 
 class MAG240MDataset:
-    """OGB-LSC's ``MAG240MDataset(root)`` answered from a store (``root``: its path, or an open
-    :class:`featurestore.Store`)."""
+    """OGB-LSC's ``MAG240MDataset(root)`` answered from a store (``root``: its path, an open
+    :class:`featurestore.Store`, or as OGB takes it the parent of ``mag240m_kddcup2021``)."""
 
     def __init__(self, root: str | os.PathLike | Store = "dataset"):
-        self.store = root if isinstance(root, Store) else open_store(root)
+        self.store = open_root_store(root, "mag240m_kddcup2021")
         self.root = self.store.url
 
     def __repr__(self) -> str:

@@ -66,12 +66,28 @@ class TripleView:
         return out.astype(dtype) if dtype is not None else out
 
 
+
+def open_root_store(root, folder: str) -> Store:
+    """The store ``root`` (a path, URL or open :class:`~featurestore.Store`), or the one at
+    ``root/folder`` when ``root`` is a local folder holding no store but that one: OGB-LSC's
+    datasets take the parent (``MAG240MDataset(root)`` reads ``root/mag240m_kddcup2021``), so
+    both spellings open the same store."""
+    if isinstance(root, Store):
+        return root
+    path = os.fspath(root)
+    sub = os.path.join(path, folder)
+    if ("://" not in path and not os.path.exists(os.path.join(path, "zarr.json"))
+            and os.path.exists(os.path.join(sub, "zarr.json"))):
+        return open_store(sub)
+    return open_store(path)
+
+
 class WikiKG90Mv2Dataset:
     """OGB-LSC's ``WikiKG90Mv2Dataset(root)`` answered from a store (``root``: its path, or
     an open :class:`featurestore.Store`)."""
 
     def __init__(self, root: str | os.PathLike | Store = "dataset"):
-        self.store = root if isinstance(root, Store) else open_store(root)
+        self.store = open_root_store(root, "wikikg90m-v2")
         self.root = self.store.url
         self._valid = None
         self._test: dict[str, dict] = {}

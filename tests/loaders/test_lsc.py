@@ -227,3 +227,15 @@ def test_review_fixes(rel_store):
     pytest.importorskip("torch_sparse")
     bs, n_id, adj = next(iter(LegacyNeighborSampler(g, [2], node_idx=mask, batch_size=4)))
     assert bs == 2 and n_id[:2].tolist() == [3, 7] and hasattr(adj, "adj_t")
+
+
+def test_dataset_root_as_ogb_lays_it_out(rel_store, tmp_path):
+    """OGB-LSC takes the parent of mag240m_kddcup2021: a store there opens from either path."""
+    import shutil
+
+    shutil.copytree(rel_store.url, tmp_path / "mag240m_kddcup2021")
+    by_parent = MAG240MDataset(tmp_path)
+    by_store = MAG240MDataset(tmp_path / "mag240m_kddcup2021")
+    assert by_parent.root == by_store.root and by_parent.num_papers == 500
+    with pytest.raises(fs.FeatureStoreError):
+        MAG240MDataset(tmp_path / "nowhere")
