@@ -35,6 +35,11 @@ __all__ = ["LazyRows", "NodeView", "StoreData", "StoreGraph", "PygNodePropPredDa
 
 
 _FEATURE_ALIASES = {"x": "feat"}
+#: methods of PyG's in-memory ``Data``/``HeteroData`` that loaders needing the whole graph in
+#: memory (``HGTLoader``, ``ClusterLoader`` ...) call: named as such, not as a missing key
+_IN_MEMORY_API = frozenset({"edge_items", "node_items", "edge_stores", "node_stores", "stores",
+                            "collect", "to_dict", "to_homogeneous", "subgraph",
+                            "edge_index_dict", "edge_attrs", "node_attrs"})
 _VALUE_ALIASES = {"y": "label"}
 
 
@@ -424,6 +429,13 @@ class StoreData(_Typed):
             raise AttributeError(name)
         if name in self.deleted:
             raise AttributeError(f"{name!r} was deleted from this view of {self.store.url}.")
+        if name in _IN_MEMORY_API:
+            raise AttributeError(
+                f"{name} is a method of PyG's in-memory Data/HeteroData; this view streams "
+                f"{self.store.url} and is not one. PyG loaders that need the whole graph in "
+                f"memory (HGTLoader, ClusterLoader, ...) do not take it: sample with "
+                f"loaders.NeighborLoader(view, ...), or PyG's NeighborLoader over "
+                f"loaders.pyg.remote_backend(store).")
         if self.is_homogeneous:
             return getattr(self._node_view(self.node_types[0]), name)
         raise AttributeError(f"{self.store.url} has node types {self.node_types}: read "

@@ -321,3 +321,13 @@ def test_planetoid_twin_has_cora_layout(tmp_path):
         assert not (splits[0] & splits[1] or splits[0] & splits[2] or splits[1] & splits[2])
         x = s.features().gather(np.arange(500))
         np.testing.assert_allclose(x.sum(1), 1.0, rtol=1e-5)
+
+
+def test_in_memory_only_api_is_named(hetero_store_path, homo_store_path):
+    """PyG loaders that need an in-memory HeteroData (HGTLoader calls ``data.edge_items()``)
+    are told so, not to "read data[node_type].edge_items"."""
+    for path in (hetero_store_path, homo_store_path):
+        data = StoreData(fs.open_store(path))
+        for name in ("edge_items", "node_stores", "collect"):
+            with pytest.raises(AttributeError, match="in-memory Data/HeteroData.*NeighborLoader"):
+                getattr(data, name)
