@@ -261,7 +261,8 @@ def plan_prediction(store, o: LoaderOptions, batch_size: int) -> dict:
 
     p = plan(store, "train", o.hops, batch_size=batch_size, task="link",
              neg_sampling_ratio=o.neg_sampling_ratio, read_iops=o.read_iops,
-             read_iops_source="bench", prefetch=1, batches_in_flight=o.ooc_in_flight)
+             read_iops_source="bench", prefetch=1, batches_in_flight=o.ooc_in_flight,
+             sampling=o.sampling)
     return {"edges_per_s": p.edges_per_s_bound, "edges_per_s_io_bound": p.seeds_per_s_io_bound,
             "edges_per_s_sample_bound": p.seeds_per_s_sample_bound, "hit_rate": p.hit_rate,
             "cache_rows": p.cache_rows, "reads_per_batch": p.reads_per_batch,

@@ -32,7 +32,7 @@ def _cmd_plan(args) -> int:
                  read_iops_source=src, batches=args.batches, prefetch=args.prefetch,
                  batches_in_flight=args.batches_in_flight, device=args.device,
                  seed=args.seed, feature=args.feature, ntype=args.ntype, task=args.task,
-                 neg_sampling_ratio=args.neg_sampling_ratio,
+                 neg_sampling_ratio=args.neg_sampling_ratio, sampling=args.sampling,
                  interpreter_bytes=parse_size(args.interpreter) if args.interpreter else None)
     if args.json:
         json.dump(p.as_dict(), sys.stdout, indent=2, default=str)
@@ -89,6 +89,8 @@ def register(sub) -> None:
     p.add_argument("--fanouts", default="15,10,5", type=fanout_list,
                    help="per hop from the seeds")
     p.add_argument("--batch-size", type=positive_int, default=1024)
+    p.add_argument("--sampling", choices=("uniform", "labor"), default="uniform",
+                   help="the loader's sampling= (labor: layer-neighbour sampling)")
     p.add_argument("--memory", help="memory the loader's process may use (e.g. 16GiB; "
                    "default: the cgroup limit, else the memory available)")
     p.add_argument("--read-iops", type=float,

@@ -316,11 +316,12 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
          interpreter_bytes: int | None = None, staging_bytes: int = 64 << 20,
          feature: str = "feat", ntype: str | None = None, seed: int = 0,
          curve=CURVE_SHARES, use_budget: bool | None = None, task: str = "node",
-         neg_sampling_ratio: float = 1.0) -> Plan:
+         neg_sampling_ratio: float = 1.0, sampling: str = "uniform") -> Plan:
     """Measure and plan a loader on ``store``: ``task="node"`` a
     :class:`loaders.NeighborLoader`, ``"link"`` a :class:`loaders.LinkNeighborLoader`
     (``input_nodes`` is then its ``edge_label_index``, see :func:`link_input`, with
-    ``neg_sampling_ratio`` binary negatives per positive; rates count positive edges).
+    ``neg_sampling_ratio`` binary negatives per positive; rates count positive edges), with
+    the loader's ``sampling=`` (``"uniform"`` or ``"labor"``).
 
     Parameters
     ----------
@@ -369,11 +370,11 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     link = None
     if task == "link":
         link = _link_loader(store, input_nodes, num_neighbors, batch_size, neg_sampling_ratio,
-                            feature, seed)
+                            feature, seed, sampling)
     elif isinstance(input_nodes, str):
         input_nodes = parse_input(store, input_nodes)
     m = _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
-                 feature, ntype, seed, link)
+                 feature, ntype, seed, link, sampling)
     mem, cache_rows, model, lp = _memory_plan(
         store, m, int(memory), source, device=device, batches_in_flight=batches_in_flight,
         prefetch=prefetch, staging_bytes=staging_bytes, interpreter_bytes=interpreter_bytes,
@@ -438,7 +439,8 @@ class _Measured:
     ratio: float | None = None
 
 
-def _link_loader(store, edge_label_index, num_neighbors, batch_size, ratio, feature, seed):
+def _link_loader(store, edge_label_index, num_neighbors, batch_size, ratio, feature, seed,
+                 sampling="uniform"):
     """The :class:`loaders.LinkNeighborLoader` whose batches a link plan samples (no budget,
     no cache: nothing read at construction)."""
     from loaders.loader.link import LinkNeighborLoader
@@ -446,11 +448,11 @@ def _link_loader(store, edge_label_index, num_neighbors, batch_size, ratio, feat
     return LinkNeighborLoader(store, num_neighbors, link_input(store, edge_label_index),
                               neg_sampling_ratio=ratio, batch_size=batch_size, shuffle=True,
                               seed=seed, memory=None, cache=None, output="raw", device="cpu",
-                              feature=feature, edge_attrs=())
+                              feature=feature, edge_attrs=(), sampling=sampling)
 
 
 def _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
-             feature, ntype, seed, link=None) -> _Measured:
+             feature, ntype, seed, link=None, sampling="uniform") -> _Measured:
     """Sample two epochs' worth of batches as the loader would (``link``: that link loader's
     batches), recording rows and timings."""
     if link is None:
@@ -476,9 +478,12 @@ def _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_e
 
     timings: list[float] = []
     if link is None:
+        from loaders.sample.sampler import NeighborSampler
+
         trace = cp.record_trace(store, input_nodes, num_neighbors, batch_size=batch_size,
                                 epochs=2, ntype=ntype, seed=seed, max_batches=b,
-                                timings=timings, on_batch=on_batch)
+                                timings=timings, on_batch=on_batch,
+                                sampler=NeighborSampler(store, num_neighbors, sampling=sampling))
     else:
         trace = cp.record_loader_trace(link, epochs=2, ntype=ntype, max_batches=b,
                                        timings=timings, on_batch=on_batch)

@@ -173,6 +173,22 @@ def test_plan_sizes_the_cache_as_the_loader_does(homo_store):
     assert q.hit_rate < p.hit_rate == 1
 
 
+def test_plan_samples_as_the_loaders_sampling(homo_store):
+    """``sampling="labor"``: the plan's rows per batch are those of the LABOR loader's own
+    batches (the same seeds and draws), fewer than uniform sampling's."""
+    from loaders import NeighborLoader
+
+    kw = dict(batch_size=64, memory=2 << 30, read_iops=None, batches=4, seed=2)
+    uni = P.plan(homo_store, "train", [6, 4], **kw)
+    lab = P.plan(homo_store, "train", [6, 4], sampling="labor", **kw)
+    ld = NeighborLoader(homo_store, [6, 4], "train", batch_size=64, shuffle=True, seed=2,
+                        device="cpu", output="raw", sampling="labor")
+    rows = [int(ld.sample_batch(0, k, pos).node["node"].shape[0])
+            for k, pos in enumerate(ld.batch_order(0)[:4])]
+    assert lab.distinct_rows_per_batch["node"] <= max(rows)
+    assert lab.distinct_rows_per_batch["node"] < uni.distinct_rows_per_batch["node"]
+
+
 def test_plan_on_a_heterogeneous_store(hetero_store):
     p = P.plan(hetero_store, "paper:train", [4, 2], batch_size=256, memory=2 << 30,
                read_iops=None, batches=3)
