@@ -50,6 +50,8 @@ class SampleOptions:
     trials: int = opt(3, "trials per sampler", size="trials")
     warmup: int = opt(2, "untimed batches first")
     peers: str = opt(",".join(PEERS), "comma-separated samplers to time")
+    topology: str = opt("mmap", "comma-separated topologies of ours, each timed: mmap, "
+                        "memory (a resident int copy), packed (resident, bit-packed ids)")
 
 
 def measure(sample, gather, batches: list[np.ndarray], n: int, trials: int, warmup: int,
@@ -86,13 +88,18 @@ def measure(sample, gather, batches: list[np.ndarray], n: int, trials: int, warm
 
 
 def bench_ours(store, fanouts, batches, n, trials, warmup, seconds=math.inf,
-               ntype: str | None = None) -> dict:
-    """Our numba sampler; the gather stage reads the sampled nodes' rows from the store."""
+               ntype: str | None = None, topology: str = "mmap") -> dict:
+    """Our numba sampler over the ``topology`` asked; the gather stage reads the sampled
+    nodes' rows from the store."""
     import numba
 
     from loaders import NeighborSampler
+    from loaders.sample.sampler import CSCGraph
 
-    s = NeighborSampler(store, list(fanouts))
+    t0 = time.perf_counter()
+    graph = CSCGraph.from_store(store, topology)
+    setup = time.perf_counter() - t0
+    s = NeighborSampler(graph, list(fanouts))
     gather = store.features().gather if len(store.node_types) == 1 else None
 
     def sample(k, seeds):
@@ -101,7 +108,9 @@ def bench_ours(store, fanouts, batches, n, trials, warmup, seconds=math.inf,
 
     out = measure(sample, gather, batches, n, trials, warmup, seconds)
     out.update(peer="featurestore", impl=f"loaders.NeighborSampler (numba, "
-               f"{numba.get_num_threads()} threads)")
+               f"{numba.get_num_threads()} threads, topology {topology})", topology=topology,
+               topology_bytes=int(sum(p.nbytes + i.nbytes for p, i in graph.csc.values())),
+               setup_s=setup)
     return out
 
 
@@ -188,8 +197,9 @@ def run(o: SampleOptions) -> dict:
         args = (o.fanouts, seeds, o.batches, o.trials, o.warmup)
         results = []
         if "featurestore" in peers:
-            log.info("sample: ours")
-            results.append(bench_ours(store, *args, ntype=o.seed_type))
+            for topo in o.topology.split(","):
+                log.info("sample: ours (%s topology)", topo)
+                results.append(bench_ours(store, *args, ntype=o.seed_type, topology=topo))
         if hetero:  # the peers' samplers here take one node and edge type
             peers = [p for p in peers if p == "featurestore"]
             results.append({"peer": "pyg, dgl", "status": "skipped",
@@ -214,7 +224,8 @@ def run(o: SampleOptions) -> dict:
         results += bench_dgl(path, o)
     ours = next((r for r in results if r["peer"] == "featurestore"), None)
     for r in results:
-        if ours and r.get("batches_per_s") and not r.get("whole_loader"):
+        if ours and r.get("batches_per_s") and not r.get("whole_loader") \
+                and r["peer"] != "featurestore":
             r["ours_over_peer"] = ours["batches_per_s"] / r["batches_per_s"]
     return {"benchmark": "sample", "machine": machine_info(path), "options": opts,
             "results": results}

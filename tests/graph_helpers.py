@@ -27,3 +27,20 @@ def probe_plan(store, *args, **kw):
     with pytest.raises(LoaderMemoryError) as e:
         NeighborLoader(store, *args, memory=1, cache=None, **kw)
     return e.value.plan
+
+
+def resident_topology_bytes(store) -> int:
+    """Bytes of the resident copy a budgeted loader makes of ``store``'s topology, computed
+    here by hand: int32 offsets (when they fit) and neighbour ids of ``ceil(log2 N)`` bits in
+    64-bit words (plus one word), where that is narrower than the stored ids."""
+    total = 0
+    for et in store.edge_types:
+        indptr, indices = store.csc(et)
+        n_edges = int(indices.shape[0])
+        total += indptr.shape[0] * (4 if n_edges < 2**31 - 1 else indptr.dtype.itemsize)
+        bits = max(1, (store.num_nodes(et[0]) - 1).bit_length())
+        if bits < 8 * indices.dtype.itemsize:
+            total += ((n_edges * bits + 63) // 64 + 1) * 8
+        else:
+            total += indices.nbytes
+    return total

@@ -389,17 +389,27 @@ class LocalRows(RowReader):
         lay = self.layout
         if out is None:
             out = np.empty(lay.shape, lay.dtype)
-        nbytes = int(np.prod(lay.shape, dtype=np.int64)) * lay.dtype.itemsize
+        return self.read_range(0, int(lay.shape[0]), out, block_bytes)
+
+    def read_range(self, lo: int, hi: int, out: np.ndarray | None = None,
+                   block_bytes: int = 16 << 20) -> np.ndarray:
+        """Rows ``[lo, hi)`` read into (anonymous) memory as :meth:`read_all` reads, their
+        pages dropped from the page cache as it goes."""
+        lay = self.layout
+        row = int(np.prod(lay.shape[1:], dtype=np.int64)) * lay.dtype.itemsize
+        if out is None:
+            out = np.empty((hi - lo,) + tuple(lay.shape[1:]), lay.dtype)
+        nbytes, base = (hi - lo) * row, lo * row
         view = memoryview(out.reshape(-1).view(np.uint8))
         fd = os.open(self.path, os.O_RDONLY)
         try:
             off = 0
             while off < nbytes:
-                n = os.preadv(fd, [view[off:off + min(block_bytes, nbytes - off)]], off)
+                n = os.preadv(fd, [view[off:off + min(block_bytes, nbytes - off)]], base + off)
                 if n <= 0:
-                    raise CorruptStoreError(f"Expected {nbytes} bytes in {self.path}. "
-                                            f"The file ends at {off}.")
-                os.posix_fadvise(fd, off, n, os.POSIX_FADV_DONTNEED)
+                    raise CorruptStoreError(f"Expected {base + nbytes} bytes in {self.path}. "
+                                            f"The file ends at {base + off}.")
+                os.posix_fadvise(fd, base + off, n, os.POSIX_FADV_DONTNEED)
                 off += n
         finally:
             os.close(fd)

@@ -288,8 +288,8 @@ def check_args(*, rank, world_size, cache, topology, num_threads, **ints) -> Non
     if cache not in (None, "auto") + POLICIES:
         raise LoaderArgumentError(f"Expected cache in {(None, 'auto') + POLICIES}. Got "
                                   f"{cache!r} instead.")
-    if topology not in (None, "mmap", "memory"):
-        raise LoaderArgumentError(f"Expected topology None, 'mmap' or 'memory'. Got "
+    if topology not in (None, "mmap", "memory", "packed"):
+        raise LoaderArgumentError(f"Expected topology None, 'mmap', 'memory' or 'packed'. Got "
                                   f"{topology!r} instead.")
 
 

@@ -26,7 +26,9 @@ from loaders.memory.budget import (
     limit_allocator_slack,
     loader_plan_inputs,
     parse_size,
+    packed_bits,
     plan_loader,
+    resident_csc_bytes,
     resident_indptr_dtype,
 )
 from loaders.memory.cache import (
@@ -38,6 +40,7 @@ from loaders.memory.cache import (
     rank_rows,
 )
 from loaders.memory.gpu_cache import GpuTier, gpu_tier_rows
+from loaders.sample.packed import BLOCK, PackedIds
 from loaders.sample.seeds import order_bytes
 from loaders.sample.sampler import CSCGraph, NeighborSampler
 
@@ -78,11 +81,16 @@ def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epoch
     held = None if lim is None else max(0, lim - budget)  # before this loader's own arrays
     policy = None if cache is None else ("presample" if cache == "auto" else cache)
     g, gather = ld.sampler.graph, ld.gatherer
+    # a resident copy made here packs its neighbour ids; one asked for is already made
+    resident = (_resident_bytes(g, pack=True) if topology is None
+                else (_topology_bytes(g), _graph_bits(g)))
     common = dict(
         budget=budget, budget_source=source, topology_bytes=_topology_bytes(g),
+        resident_topology_bytes=resident[0], topology_bits=resident[1],
         inputs_bytes=order_bytes(ld.input_nodes.shape[0]),  # the inputs are held already
         edge_row_bytes=gather.edge_attrs.row_bytes(),
-        num_nodes=dict(g.num_nodes), topology=topology, cache=policy,
+        num_nodes=dict(g.num_nodes), cache=policy,
+        topology="memory" if topology == "packed" else topology,
         **loader_plan_inputs(gather.features, cuda=ld.device.type == "cuda",
                              staging_bytes=staging_bytes, prefetch=ld.prefetch,
                              batches_in_flight=ld.batches_in_flight,
@@ -110,6 +118,22 @@ def _topology_bytes(graph: CSCGraph) -> int:
     return sum(p.nbytes + i.nbytes for p, i in graph.csc.values())
 
 
+def _graph_bits(graph: CSCGraph) -> int:
+    """The widest packed ids of ``graph``'s edge types (0: none packed)."""
+    return max([i.bits for _, i in graph.csc.values() if isinstance(i, PackedIds)], default=0)
+
+
+def _resident_bytes(graph: CSCGraph, pack: bool) -> tuple[int, int]:
+    """``(bytes, widest packed bits)`` of the resident copy :func:`_resident_topology`
+    makes of ``graph`` (``pack``: neighbour ids bit-packed where that is smaller)."""
+    nbytes, bits = 0, 0
+    for et, (p, i) in graph.csc.items():
+        n_src = graph.num_nodes[et.src]
+        nbytes += resident_csc_bytes(p, i, n_src, pack)
+        bits = max(bits, packed_bits(i, n_src) if pack else 0)
+    return nbytes, bits
+
+
 def max_batch_seeds(ld) -> dict[str, int]:
     """The most seed nodes a batch of loader ``ld`` samples from, per node type: its
     ``max_batch_seeds()`` (a link loader's endpoints: up to ``2 * (B + ceil(r * B))``), else
@@ -135,16 +159,18 @@ def _measured_plan(ld, plan, common: dict, memory, topology):
     when the bound's plan holds it so (and it fits the budget with room to spare)."""
     limit_allocator_slack()  # freed batch arrays go back to the system, not to arenas
     resident = (plan.topology == "memory" and topology is None
-                and common["topology_bytes"] + plan.margin <= common["budget"])
+                and common["resident_topology_bytes"] + plan.margin <= common["budget"])
     if not resident and topology is None and not _page_cache_counts(memory):
         common["topology"] = "mmap"  # under a cgroup it stays counted: the plan is over
     if resident:
         # resident first (read around the page cache), so that measuring batches and
         # ranking rows charge no page cache to a capped process
         t0 = time.perf_counter()
-        _resident_topology(ld)
+        _resident_topology(ld, pack=True)
         common["topology"] = "memory"
         common["topology_bytes"] = _topology_bytes(ld.sampler.graph)
+        common["resident_topology_bytes"] = common["topology_bytes"]
+        common["topology_bits"] = _graph_bits(ld.sampler.graph)
         if memory is None:  # again, now that the mapped pages are gone; the resident
             # copy is in what the process holds, and the plan counts it itself
             common["budget"] = available_memory() + common["topology_bytes"]
@@ -290,26 +316,39 @@ def _measure_batches(ld, k: int = 8) -> tuple[dict[str, int], int, int]:
     return rows, edges, len(pick)
 
 
-def _resident_topology(ld) -> None:
+def _resident_topology(ld, pack: bool) -> None:
     """Copy the CSC arrays into the process, reading around the page cache, and sample
-    from the copy."""
+    from the copy; ``pack``: neighbour ids bit-packed where that is smaller (read in
+    pieces, so the plain array is never held whole)."""
     store, g = ld.store, ld.sampler.graph
     csc = {}
     for et, (p, i) in g.csc.items():
         arrs = []
+        bits = packed_bits(i, g.num_nodes[et.src]) if pack else 0
         for name, a in (("indptr", p), ("indices", i)):
             rows = (store.row_reader(fmt.edge_key(et, name))
                     if hasattr(store, "row_reader") else None)
-            if rows is not None and rows.is_local:
+            local = rows is not None and rows.is_local
+            if name == "indices" and bits:
+                n, step = int(a.shape[0]), RESIDENT_PIECE
+                pieces = ((rows.read_range(lo, min(lo + step, n)) if local
+                           else np.asarray(a[lo:lo + step])) for lo in range(0, n, step))
+                arrs.append(PackedIds.from_chunks(pieces, n, bits))
+            elif local:
                 arrs.append(rows.read_all())
-                rows.release_pages()  # pages a validation pass read through the map
             else:
                 arrs.append(np.array(a))
+            if local:
+                rows.release_pages()  # pages a validation pass read through the map
         arrs[0] = arrs[0].astype(resident_indptr_dtype(arrs[0]), copy=False)
         csc[et] = tuple(arrs)
     # the same files the store validated (its csc() gave the sampler's graph): no second pass
     graph = CSCGraph(dict(g.num_nodes), csc, validated=True)
     ld.sampler = NeighborSampler(graph, **ld.sampler_options)
+
+
+#: ids read per piece when packing a resident topology (a multiple of the packing block)
+RESIDENT_PIECE = BLOCK << 18
 
 
 def _rank_scores(ld, policy, epochs, cache_rows) -> dict:

@@ -32,10 +32,12 @@ from featurestore.sysmem import (
 from featurestore.sysmem import rss_anon as process_anon_bytes
 from featurestore.units import format_size as format_bytes
 from loaders.errors import LoaderArgumentError
+from loaders.sample.packed import PackedIds, bits_for, words_for
 
 __all__ = ["parse_size", "cgroup_memory_limit", "process_anon_bytes", "available_memory",
            "LoaderPlan", "plan_loader", "loader_plan_inputs", "format_bytes",
-           "limit_allocator_slack", "resident_indptr_dtype", "PHYSICAL_SHARE", "physical_memory",
+           "limit_allocator_slack", "resident_indptr_dtype", "resident_csc_bytes", "packed_bits",
+           "PHYSICAL_SHARE", "physical_memory",
            "cgroup_mapped_file_bytes"]
 
 #: the plan keeps this share of the budget (at least MARGIN_MIN) unspent: allocator slack,
@@ -114,6 +116,8 @@ class LoaderPlan:
     read_path: str = "auto"
     fits: bool = True
     sampled_batches: int = 0
+    #: bits per neighbour id of a bit-packed resident topology (0: plain integers)
+    topology_bits: int = 0
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -150,6 +154,8 @@ class LoaderPlan:
         """The plan as a text table (what ``print(loader.plan)`` shows)."""
         f = format_bytes
         topo = "resident copy" if self.topology == "memory" else "memory-mapped (page cache)"
+        if self.topology == "memory" and self.topology_bits:
+            topo += f", {self.topology_bits}-bit packed ids"
         rows = [
             ("budget", f(self.budget), self.budget_source),
             ("features on disk", f(self.feature_bytes),
@@ -184,7 +190,9 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
                 subgraphs_in_flight: int = 4, io_threads: int = 32, scratch_bytes: int = 0,
                 topology: str | None = None, cache: str | None = "presample",
                 sampled_batches: int = 0, inputs_bytes: int = 0, edge_row_bytes: int = 0,
-                batch_row_bytes: dict[str, int] | None = None) -> LoaderPlan:
+                batch_row_bytes: dict[str, int] | None = None,
+                resident_topology_bytes: int | None = None,
+                topology_bits: int = 0) -> LoaderPlan:
     """Spend ``budget`` bytes (see the module doc). All arithmetic is here, on plain numbers:
 
     * batch bytes = sum over types of ``ceil(ROWS_HEADROOM * batch_rows[t]) * row_bytes[t]``,
@@ -201,8 +209,9 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
     * margin = ``max(MARGIN_MIN, MARGIN_SHARE * budget)``;
     * features fit when ``feature bytes + topology + the rest <= budget`` (then no cache and
       the topology as asked, memory-mapped by default); else the topology is resident
-      (unless ``topology="mmap"`` is asked) and the cache gets what is left, split across
-      types in proportion to their batch bytes.
+      (unless ``topology="mmap"`` is asked), at ``resident_topology_bytes`` when given (a
+      bit-packed copy of ``topology_bits`` per id), and the cache gets what is left, split
+      across types in proportion to their batch bytes.
     """
     batch_rows = {t: int(math.ceil(ROWS_HEADROOM * n)) for t, n in batch_rows.items()}
     brb = batch_row_bytes or feature_row_bytes
@@ -228,12 +237,14 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
                               "from the store")
             plan.read_path = "direct"
             plan.topology = topology or "memory"
+            _resident(plan, resident_topology_bytes, topology_bits)
         return plan
     plan.fits = False
     plan.topology = topology or "memory"
+    _resident(plan, resident_topology_bytes, topology_bits)
     plan.read_path = "direct"
     plan.cache_policy = cache
-    left = budget - base - (topology_bytes if plan.topology == "memory" else 0)
+    left = budget - base - (plan.topology_bytes if plan.topology == "memory" else 0)
     if left <= 0:
         plan.notes.append(f"over budget by {format_bytes(-left)} before any cache: lower "
                           "batch_size or fanouts, or raise the memory budget")
@@ -272,6 +283,31 @@ def loader_plan_inputs(features: dict, *, cuda: bool, staging_bytes: int, prefet
                                   * np.dtype(batch_dtypes[t]).itemsize
                                   for t, f in features.items()}
     return out
+
+def _resident(plan: LoaderPlan, nbytes: int | None, bits: int) -> None:
+    """A resident topology's bytes in ``plan``, when given (a packed copy's)."""
+    if plan.topology == "memory" and nbytes is not None:
+        plan.topology_bytes, plan.topology_bits = int(nbytes), int(bits)
+
+
+def resident_csc_bytes(indptr, indices, num_src: int, pack: bool) -> int:
+    """Bytes of the resident copy the loader makes of a CSC ``(indptr, indices)`` whose
+    source ids are in ``[0, num_src)``: ``indptr`` as :func:`resident_indptr_dtype`, and
+    ``indices`` bit-packed when ``pack`` and that is smaller (:func:`packed_bits`)."""
+    n = int(indices.shape[0])
+    bits = packed_bits(indices, num_src) if pack else 0
+    ix = 8 * words_for(n, bits) if bits else n * np.dtype(indices.dtype).itemsize
+    return resident_indptr_dtype(indptr).itemsize * int(indptr.shape[0]) + int(ix)
+
+
+def packed_bits(indices, num_src: int) -> int:
+    """Bits per id of a packed copy of ``indices`` (ids in ``[0, num_src)``), or 0 when
+    packing saves nothing against the array's own dtype (or it is packed already)."""
+    if not hasattr(indices, "dtype") or isinstance(indices, PackedIds):
+        return 0
+    bits = bits_for(num_src)
+    return bits if bits < 8 * np.dtype(indices.dtype).itemsize else 0
+
 
 def resident_indptr_dtype(indptr) -> np.dtype:
     """The dtype the loader holds a resident CSC ``indptr`` in: int32 when every offset fits

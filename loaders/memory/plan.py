@@ -40,7 +40,7 @@ import numpy as np
 from featurestore import sysmem
 from loaders.errors import LoaderArgumentError
 from loaders.memory import trace as cp
-from loaders.memory.budget import resident_indptr_dtype
+from loaders.memory.budget import packed_bits, resident_csc_bytes
 from loaders.memory.cache import row_order
 from loaders.sample.seeds import order_bytes, resolve_input_nodes
 
@@ -508,11 +508,12 @@ def _inputs_bytes(m: _Measured) -> int:
 def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batches_in_flight,
                  prefetch, staging_bytes, interpreter_bytes, use_budget):
     """``(memory split, cache rows, model name, LoaderPlan or None)`` at ``memory``."""
-    topo = 0
+    topo = bits = 0
     for et in store.edge_types:
         ip, ix = store.csc(et)
-        # as the loader holds it resident (int32 offsets whenever they fit)
-        topo += resident_indptr_dtype(ip).itemsize * int(ip.shape[0]) + int(ix.nbytes)
+        # as the loader holds it resident (int32 offsets whenever they fit, packed ids)
+        topo += resident_csc_bytes(ip, ix, store.num_nodes(et[0]), pack=True)
+        bits = max(bits, packed_bits(ix, store.num_nodes(et[0])))
     cuda = str(device).startswith("cuda")
     in_flight = 0 if cuda else int(batches_in_flight)
     staging = 2 * int(staging_bytes) if cuda else 0
@@ -535,6 +536,7 @@ def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batch
         topology_bytes=topo, batch_rows=max_rows, edges_per_batch=int(max(m.edges)),
         num_nodes={t: store.num_nodes(t) for t in store.node_types},
         sampled_batches=len(m.timings), inputs_bytes=_inputs_bytes(m),
+        resident_topology_bytes=topo, topology_bits=bits,
         **budget_mod.loader_plan_inputs(featured, cuda=cuda, staging_bytes=int(staging_bytes),
                                         prefetch=prefetch, batches_in_flight=batches_in_flight))
     fixed = lp.planned_bytes - lp.cache_bytes + interpreter_bytes

@@ -24,6 +24,7 @@ import numpy as np
 
 from featurestore.format.names import EdgeType
 from loaders.errors import LoaderArgumentError
+from loaders.sample.packed import kernel_ids, nbr
 from loaders.sample.sampler import SampledSubgraph
 
 __all__ = ["seed_edge_ids", "drop_edges", "edge_endpoints", "check_reverse_eids",
@@ -39,7 +40,7 @@ def _positions(indptr, indices, src, dst, out):
         s = src[i]
         d = dst[i]
         for p in range(indptr[d], indptr[d + 1]):
-            if indices[p] == s:
+            if nbr(indices, p) == s:
                 if fill:
                     out[n] = p
                 n += 1
@@ -51,6 +52,7 @@ def seed_edge_ids(indptr: np.ndarray, indices: np.ndarray, src: np.ndarray,
     """Sorted unique CSC positions of the edges ``src -> dst`` (ids validated by the caller)."""
     src = np.ascontiguousarray(src, dtype=np.int64)
     dst = np.ascontiguousarray(dst, dtype=np.int64)
+    indices = kernel_ids(indices)
     n = _positions(indptr, indices, src, dst, np.empty(0, np.int64))
     out = np.empty(n, np.int64)
     if n:

@@ -18,6 +18,7 @@ import numpy as np
 from numba import types
 
 from featurestore.threading_layer import parallel_safe
+from loaders.sample.packed import kernel_ids, nbr
 from loaders.sample.rng import mix, next_below, node_state
 
 #: libc's memcpy as an external symbol (resolved by name, so kernels using it can be cached);
@@ -125,7 +126,7 @@ def _fill_one(starts, degs, indices, fanout, replace, key, offsets, src, eid, ds
         dst[o + j] = i
     _draw_one(degs[i], c, fanout, replace, key, i, eid, o, starts[i])
     for j in range(c):
-        src[o + j] = indices[eid[o + j]]
+        src[o + j] = nbr(indices, eid[o + j])
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
@@ -142,9 +143,10 @@ def _fill_ser(starts, degs, indices, fanout, replace, key, offsets, src, eid, ds
 
 def sample_fill(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst):
     """Fill ``src`` (global source id), ``eid`` (position in ``indices``), ``dst`` (frontier
-    index) for every destination whose CSC range is ``starts``/``degs``."""
+    index) for every destination whose CSC range is ``starts``/``degs``. ``indices``: an
+    array or :class:`loaders.sample.packed.PackedIds`."""
     fn = _fill_par if src.shape[0] >= PARALLEL_MIN and _parallel_ok() else _fill_ser
-    fn(starts, degs, indices, fanout, replace, key, offsets, src, eid, dst)
+    fn(starts, degs, kernel_ids(indices), fanout, replace, key, offsets, src, eid, dst)
 
 
 # -- one fanout per node over several relations (the relational view) ------------------------
@@ -217,7 +219,7 @@ def union_pick(offsets, rel, pos, r, starts, indices, src, eid, dst):
             if rel[j] == r:
                 e = starts[i] + pos[j]
                 eid[m] = e
-                src[m] = indices[e]
+                src[m] = nbr(indices, e)
                 dst[m] = i
                 m += 1
     return m

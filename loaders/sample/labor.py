@@ -22,6 +22,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from loaders.sample.packed import kernel_ids, nbr
 from loaders.sample.rng import GOLDEN, MASK, mix, mix_py
 
 __all__ = ["labor_counts", "labor_fill", "labor_keep_py", "unit_py"]
@@ -67,7 +68,7 @@ def _count_one(indptr, indices, frontier, fanout, key, start, deg, counts, i):
     thr = fanout / d
     c = 0
     for j in range(d):
-        if _unit(key, indices[s0 + j]) < thr:
+        if _unit(key, nbr(indices, s0 + j)) < thr:
             c += 1
     counts[i + 1] = c
 
@@ -94,7 +95,7 @@ def _fill_one(starts, degs, indices, fanout, key, offsets, src, eid, dst, i):
     thr = 1.0 if take_all else fanout / d
     m = 0
     for j in range(d):
-        t = indices[s0 + j]
+        t = nbr(indices, s0 + j)
         if take_all or _unit(key, t) < thr:
             src[o + m] = t
             eid[o + m] = s0 + j
@@ -120,7 +121,7 @@ def labor_counts(indptr, indices, frontier, fanout, key, start, deg, parallel: b
     counts = np.empty(frontier.shape[0] + 1, np.int64)
     counts[0] = 0
     fn = _counts_par if parallel and frontier.shape[0] >= PARALLEL_MIN else _counts_ser
-    fn(indptr, indices, frontier, np.int64(fanout), np.uint64(key), start, deg, counts)
+    fn(indptr, kernel_ids(indices), frontier, np.int64(fanout), np.uint64(key), start, deg, counts)
     return np.cumsum(counts, out=counts)
 
 
@@ -128,4 +129,4 @@ def labor_fill(starts, degs, indices, fanout, key, offsets, src, eid, dst, paral
     """``src`` (global source id), ``eid`` (position in ``indices``), ``dst`` (frontier index)
     of the kept in-edges, in CSC order per destination."""
     fn = _fill_par if parallel and starts.shape[0] >= PARALLEL_MIN else _fill_ser
-    fn(starts, degs, indices, np.int64(fanout), np.uint64(key), offsets, src, eid, dst)
+    fn(starts, degs, kernel_ids(indices), np.int64(fanout), np.uint64(key), offsets, src, eid, dst)

@@ -16,6 +16,7 @@ import numba
 import numpy as np
 
 from featurestore.threading_layer import parallel_safe
+from loaders.sample.packed import kernel_ids, nbr
 from loaders.sample.rng import GOLDEN, MASK, mix, mix_py, node_state, node_state_py
 
 __all__ = ["negative_key", "uniform_negatives", "weighted_negatives", "degree_weights",
@@ -125,7 +126,7 @@ def _edge_exists(indptr, indices, src, dst, out):
         s = src[i]
         found = False
         for p in range(indptr[dst[i]], indptr[dst[i] + 1]):
-            if indices[p] == s:
+            if nbr(indices, p) == s:
                 found = True
                 break
         out[i] = found
@@ -134,7 +135,7 @@ def _edge_exists(indptr, indices, src, dst, out):
 def edge_exists(indptr, indices, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Whether each pair ``src[i] -> dst[i]`` is an edge of the CSC ``(indptr, indices)``."""
     out = np.empty(src.shape[0], dtype=np.bool_)
-    _edge_exists(indptr, indices, np.ascontiguousarray(src, np.int64),
+    _edge_exists(indptr, kernel_ids(indices), np.ascontiguousarray(src, np.int64),
                  np.ascontiguousarray(dst, np.int64), out)
     return out
 

@@ -26,6 +26,7 @@ from featurestore.gather import check_ids
 
 from loaders.sample import kernels as K
 from loaders.sample.labor import labor_counts, labor_fill
+from loaders.sample.packed import kernel_ids, pack_ids
 from loaders.errors import LoaderArgumentError
 from loaders.sample.rng import batch_key, layer_key
 
@@ -225,15 +226,19 @@ class CSCGraph:
         ``topology="mmap"``: memory-mapped, zero-copy when local (the page cache holds it);
         ``"memory"``: copied into this process, so that a tight memory budget spent on
         feature pages cannot evict it (each evicted page would cost a synchronous read per
-        sampled neighbour).
+        sampled neighbour); ``"packed"``: copied with the neighbour ids bit-packed
+        (:class:`~loaders.sample.packed.PackedIds`: ``ceil(log2 N)`` bits each, where that is
+        fewer than the stored dtype's).
         """
-        if topology not in ("mmap", "memory"):
-            raise LoaderArgumentError(f"Expected topology 'mmap' or 'memory'. Got {topology!r} "
-                                      "instead.")
+        if topology not in ("mmap", "memory", "packed"):
+            raise LoaderArgumentError(f"Expected topology 'mmap', 'memory' or 'packed'. Got "
+                                      f"{topology!r} instead.")
         nn = {t: store.num_nodes(t) for t in store.node_types}
         csc = {et: store.csc(et) for et in store.edge_types}
         if topology == "memory":
             csc = {et: (np.array(p), np.array(i)) for et, (p, i) in csc.items()}
+        elif topology == "packed":
+            csc = {et: (np.array(p), pack_ids(i, nn[et.src])) for et, (p, i) in csc.items()}
         from featurestore.store import Store
 
         # featurestore's Store.csc validates each edge type; anything else is checked here
@@ -537,7 +542,8 @@ class NeighborSampler:
         out = {}
         for r, (_, et) in enumerate(group):
             src, eid, dst = (np.empty(int(counts[r]), np.int64) for _ in range(3))
-            K.union_pick(offsets, rel, pos, r, starts[r], self.graph.csc[et][1], src, eid, dst)
+            K.union_pick(offsets, rel, pos, r, starts[r], kernel_ids(self.graph.csc[et][1]),
+                         src, eid, dst)
             out[et] = (src, eid, dst)
         return out
 

@@ -12,7 +12,7 @@ import torch
 import featurestore as fs
 from loaders import NeighborLoader, NeighborSampler
 from loaders.memory.budget import MARGIN_MIN
-from graph_helpers import probe_plan
+from graph_helpers import probe_plan, resident_topology_bytes
 from loaders.memory.cache import (FeatureCache, count_rows, degree_counts, presample_counts,
                            presample_scores, rank_rows)
 
@@ -150,7 +150,7 @@ def test_budgeted_loader_batches_equal_the_store(wide_store):
     probe = SimpleNamespace(plan=probe_plan(wide_store, **kw))  # sampled batch sizes
     assert not probe.plan.fits and probe.plan.notes
     fixed = (probe.plan.batch_bytes * 2 + probe.plan.sampler_bytes + probe.plan.reader_bytes
-             + MARGIN_MIN + probe.plan.topology_bytes)
+             + MARGIN_MIN + resident_topology_bytes(wide_store))
     for cache, in_flight in (("presample", 2), ("degree", 1), (None, 2)):
         ld = NeighborLoader(wide_store, shuffle=True, memory=fixed + fbytes // 3, cache=cache,
                             batches_in_flight=in_flight, **kw)
@@ -231,7 +231,7 @@ def test_budgeted_loader_device_path_and_heterogeneous(hetero_store):
               device="cpu", staging_bytes=4096)
     probe = SimpleNamespace(plan=probe_plan(hetero_store, **kw))
     fixed = (probe.plan.batch_bytes * 2 + probe.plan.sampler_bytes + probe.plan.reader_bytes
-             + MARGIN_MIN + probe.plan.topology_bytes)
+             + MARGIN_MIN + resident_topology_bytes(hetero_store))
     ld = NeighborLoader(hetero_store, memory=fixed + F.nbytes // 2, **kw)
     assert not ld.plan.fits and set(ld.plan.cache_rows) == {"paper"}
     assert 0 < len(ld.caches["paper"].hot) < F.shape[0]

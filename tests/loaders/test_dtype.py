@@ -12,7 +12,7 @@ import torch
 from loaders import NeighborLoader
 from loaders.memory.cast import cast_rows, resolve_dtype
 from loaders.memory.budget import MARGIN_MIN
-from graph_helpers import probe_plan
+from graph_helpers import probe_plan, resident_topology_bytes
 from loaders.memory.cache import FeatureCache
 from loaders.errors import LoaderArgumentError
 
@@ -94,7 +94,7 @@ def test_fp16_cached_hits_and_misses_cast(hetero_store, cache, chunked):
     kw = _loader_kw()
     probe = SimpleNamespace(plan=probe_plan(hetero_store, **kw))
     fixed = (probe.plan.batch_bytes * 2 + probe.plan.sampler_bytes + probe.plan.reader_bytes
-             + MARGIN_MIN + probe.plan.topology_bytes)
+             + MARGIN_MIN + resident_topology_bytes(hetero_store))
     ld = NeighborLoader(hetero_store, memory=fixed + F.nbytes // 2, cache=cache, **kw)
     assert not ld.plan.fits and "paper" in ld.caches
     ld._chunked = chunked

@@ -97,8 +97,10 @@ def test_plan_against_a_hand_computation(tiny):
     b0, b1 = brute_batches(0), brute_batches(1)
     rows = [len(r) for r, _ in b0 + b1]
     edges = [e for _, e in b0 + b1]
-    # int32 offsets, as the loader holds them
-    indptr_b, indices_b = (N + 1) * 4, sum(len(v) for v in IN.values()) * 4
+    # int32 offsets and ids of ceil(log2 N) bits in 64-bit words (plus one), as the loader
+    # holds them
+    num_e, bits = sum(len(v) for v in IN.values()), (N - 1).bit_length()
+    indptr_b, indices_b = (N + 1) * 4, ((num_e * bits + 63) // 64 + 1) * 8
     topo = indptr_b + indices_b
     batch_bytes = max(rows) * row_bytes  # feature buffers, 2 in flight (CPU)
     sampler = 5 * (max(edges) * 24 + max(rows) * 8)  # prefetch + 3 subgraphs: row/col/edge, ids

@@ -11,7 +11,7 @@ import torch
 import featurestore as fs
 from loaders import NeighborLoader
 from loaders.memory.budget import MARGIN_MIN
-from graph_helpers import probe_plan
+from graph_helpers import probe_plan, resident_topology_bytes
 from loaders.errors import LoaderArgumentError
 
 
@@ -68,7 +68,7 @@ def test_pyg_homogeneous_batches_match_to_homogeneous(rel_store, chunked, dtype,
         probe = probe_plan(rel_store, [4, 3], ("paper", "train"), **kw)
         fbytes = sum(rel_store.features(t).numpy().nbytes for t in rel_store.node_types)
         kw["memory"] = (probe.batch_bytes * 2 + probe.sampler_bytes + probe.reader_bytes
-                        + MARGIN_MIN + probe.topology_bytes + fbytes // 2)
+                        + MARGIN_MIN + resident_topology_bytes(rel_store) + fbytes // 2)
     ld = NeighborLoader(rel_store, [4, 3], ("paper", "train"), **kw)
     assert bool(ld.caches) == budget
     ld._chunked = chunked
