@@ -25,6 +25,7 @@ __all__ = [
     "UnsafePathError",
     "StoreChangedError",
     "DiskFullError",
+    "CacheDirError",
     "RemoteStoreError",
     "ClosedStoreError",
     "InvalidArgumentError",
@@ -104,6 +105,11 @@ class StoreChangedError(FeatureStoreError, RuntimeError):
 
 class DiskFullError(FeatureStoreError, OSError):
     """The file system ran out of space while writing; the message names the file."""
+
+
+class CacheDirError(FeatureStoreError, OSError):
+    """A remote store's local cache directory (``cache_dir``) cannot be used: not writable,
+    not a directory, or removed and not made again; the message names the directory."""
 
 
 class RemoteStoreError(FeatureStoreError, OSError):

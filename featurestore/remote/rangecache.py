@@ -8,11 +8,24 @@ read needs and the cache lacks are merged into runs and fetched in one ``cat_ran
 disk afterwards, in this process and in any other that opens the store with the same
 ``cache_dir`` (the ranks of a node share one).
 
-Layout: ``cache_dir/<sha256(url)[:16]>-<generation>/<sha256(path)[:24]>.{data,state,json}``.
+Layout: ``cache_dir/<sha256(url)[:16]>-<generation>/<sha256(path)[:24]>.{data,state,sum,json}``.
 ``.data`` is a sparse file of the remote file's size, ``.state`` one byte per block (1 when the
-block's bytes are in ``.data``), ``.json`` the remote path, size and block size. Keying by the
-store's generation means a rewritten store never serves the old bytes; a ``.data`` deleted or
-cut under its ``.state`` is noticed at open, and its blocks are fetched again.
+block's bytes are in ``.data``), ``.sum`` the CRC-32 of each block as fetched, ``.json`` the
+remote path, size and block size with a CRC-32 of its own. Keying by the store's generation
+means a rewritten store never serves the old bytes; a ``.data`` deleted or cut under its
+``.state`` is noticed at open, and its blocks are fetched again.
+
+The cache does not trust its own files. A block this process did not fetch is read back and
+checked against its ``.sum`` before it is first served (once per process, a bitmap in
+memory, at most ``MAX_REQUEST_BYTES`` read at a time); a block that fails (zeroed, flipped, or
+listed by ``.state`` but never written) is fetched again. When a fill completes a checksum
+block of rows of a v1 array (about 64 MiB), those bytes are checked against the writer's
+CRC-32 in the array's ``zarr.json`` (fetched again once, then a ``CorruptStoreError``). The
+writer's CRC-32s cover 64 MiB of rows, so they cannot check the sparse blocks a gather serves
+without fetching the whole block of rows: ``.sum`` does that. A ``.json`` that fails its check
+or names an impossible size or block size is made again (and the ``.state`` reset); a read past
+the recorded size asks the remote's size once per process. A cache directory removed under a
+reader is made again; one that cannot be written is a ``CacheDirError`` naming it.
 
 Why not fsspec's ``blockcache``: it marks blocks present *before* fetching them, so a fetch
 that fails (a reset connection, which the reader retries) leaves holes that later reads return
@@ -26,49 +39,116 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import uuid
+import zlib
 
 import numpy as np
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
+from featurestore.errors import CacheDirError, CorruptStoreError, DiskFullError, \
+    InvalidArgumentError
 from featurestore.fileio import pwrite_all
 from featurestore.remote import forksafe
 
 __all__ = ["RangeCacheFileSystem", "CACHE_BLOCK_BYTES"]
 
+log = logging.getLogger(__name__)
+
 #: default bytes of one cache block (the unit fetched and marked).
 CACHE_BLOCK_BYTES = 64 << 10
-#: longest single request of a fill (longer runs of missing blocks are split).
+#: longest single request of a fill (longer runs of missing blocks are split); also the
+#: most bytes read at once to check cached blocks.
 MAX_REQUEST_BYTES = 16 << 20
+#: largest block size a cache's ``.json`` may name.
+MAX_BLOCK_BYTES = 1 << 30
+#: version of a cache's ``.json``; 2 added the ``.sum`` file and the record's own check.
+CACHE_FORMAT = 2
 
 
 def _hash(s: str, n: int) -> str:
     return hashlib.sha256(s.encode()).hexdigest()[:n]
 
 
+def _meta_check(path: str, size: int, block: int) -> int:
+    """The CRC-32 a cache's ``.json`` carries of its own fields (a hand-edited or rotted one
+    fails it)."""
+    return zlib.crc32(f"{CACHE_FORMAT}\n{path}\n{size}\n{block}".encode())
+
+
+def _parse_meta(raw: bytes, path: str) -> tuple[int, int] | None:
+    """``(size, block bytes)`` of a cache's ``.json`` for ``path``, or None when it is not a
+    sound record of this format (unparsable, another path, a size or block size out of range,
+    its check failing)."""
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(meta, dict):
+        return None
+    size, block = meta.get("size"), meta.get("block_bytes")
+    if (meta.get("version") != CACHE_FORMAT or meta.get("path") != path
+            or type(size) is not int or type(block) is not int or size < 0
+            or not 0 < block <= MAX_BLOCK_BYTES
+            or meta.get("check") != _meta_check(path, size, block)):
+        return None
+    return size, block
+
+
+def _block_crcs(buf, block: int) -> np.ndarray:
+    """CRC-32 of each ``block`` bytes of ``buf`` (the last one shorter)."""
+    mv = memoryview(buf).cast("B")
+    return np.array([zlib.crc32(mv[i:i + block]) for i in range(0, len(mv), block)],
+                    dtype=np.uint32)
+
+
+def _sized(path: str, nbytes: int) -> bool:
+    """Create ``path`` or set its size to ``nbytes``; whether it was created or resized here."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size == nbytes:
+            return False
+        os.ftruncate(fd, nbytes)
+        return True
+    finally:
+        os.close(fd)
+
+
 class _Entry:
-    """The local copy of one remote file: data descriptor, block states, size."""
+    """The local copy of one remote file: data descriptor, block states and CRC-32s, size.
+
+    ``.sum`` holds the CRC-32 of each block as fetched (written before the block's mark), so a
+    block this process did not fetch is checked once before it is served (:attr:`checked`).
+    """
 
     def __init__(self, base: str, path: str, size: int, block_bytes: int, reset: bool = False):
         self.path, self.size, self.block_bytes = path, int(size), int(block_bytes)
         self.nblocks = -(-self.size // self.block_bytes)
         self.fd, fresh = _open_data(base + ".data")
-        if os.fstat(self.fd).st_size != self.size:
-            os.ftruncate(self.fd, self.size)  # sparse
-            fresh = True
-        sfd = os.open(base + ".state", os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if os.fstat(sfd).st_size != self.nblocks:
-                os.ftruncate(sfd, self.nblocks)
-        finally:
-            os.close(sfd)
-        self.state = (np.memmap(base + ".state", dtype=np.uint8, mode="r+",
-                                shape=(self.nblocks,)) if self.nblocks else
-                      np.zeros(0, np.uint8))
-        if fresh or reset:  # a .data made (or resized) here holds none of the blocks .state
-            self.state[:] = 0  # may list, nor does a .state beside a .json made here count
-            # this block size: forgetting costs refetches; keeping them serves zeros
+            if os.fstat(self.fd).st_size != self.size:
+                os.ftruncate(self.fd, self.size)  # sparse
+                fresh = True
+            fresh = _sized(base + ".state", self.nblocks) or fresh
+            fresh = _sized(base + ".sum", 4 * self.nblocks) or fresh
+            n = self.nblocks
+            self.state = (np.memmap(base + ".state", dtype=np.uint8, mode="r+", shape=(n,))
+                          if n else np.zeros(0, np.uint8))
+            self.sums = (np.memmap(base + ".sum", dtype="<u4", mode="r+", shape=(n,))
+                         if n else np.zeros(0, "<u4"))
+        except BaseException:
+            os.close(self.fd)
+            raise
+        #: blocks this process fetched, or read back and found to match their ``.sum``.
+        self.checked = np.zeros(self.nblocks, bool)
+        #: checksum blocks (of rows) found to match the writer's CRC-32 in this process.
+        self.rows_ok: set[int] = set()
+        #: the writer's CRC-32s ``(block bytes, values, data bytes)``; False: none; None: unread.
+        self.writer = None
+        if fresh or reset:  # a .data (or .sum) made or resized here holds none of the blocks
+            self.state[:] = 0  # .state may list, nor does a .state beside a .json made here
+            # count this block size: forgetting costs refetches; keeping them serves zeros
 
     def close(self) -> None:
         """Close the data descriptor and unmap the states (idempotent)."""
@@ -76,6 +156,7 @@ class _Entry:
             os.close(self.fd)
             self.fd = -1
         self.state = np.zeros(0, np.uint8)
+        self.sums = np.zeros(0, "<u4")
 
     def __del__(self):
         try:
@@ -120,11 +201,34 @@ class RangeCacheFileSystem(AbstractFileSystem):
         self.target = fs
         self.storage = os.fspath(storage)
         self.block_bytes = int(block_bytes)
-        os.makedirs(self.storage, exist_ok=True)
+        if not 0 < self.block_bytes <= MAX_BLOCK_BYTES:
+            raise InvalidArgumentError(f"Expected cache_block_bytes in [1, {MAX_BLOCK_BYTES}] "
+                                       f"for the cache directory {self.storage}. Got "
+                                       f"{block_bytes!r} instead.")
+        self._makedirs()
         self._entries: dict[str, _Entry] = {}
         self._lock = forksafe.Lock()
-        #: requests sent to the remote, bytes fetched, bytes served, reads served locally only.
-        self.stats = {"requests": 0, "bytes_fetched": 0, "bytes_served": 0, "local_reads": 0}
+        #: paths whose cached size was compared with the remote's in this process.
+        self._sized: set[str] = set()
+        #: requests sent to the remote, bytes fetched, bytes served, reads served locally only,
+        #: cached blocks checked against their CRC-32 and those that failed it (fetched again).
+        self.stats = {"requests": 0, "bytes_fetched": 0, "bytes_served": 0, "local_reads": 0,
+                      "blocks_checked": 0, "blocks_refetched": 0}
+
+    def _unusable(self, err: OSError) -> CacheDirError:
+        """The error for a cache directory this process cannot use (``err`` the cause)."""
+        why = err.strerror or str(err)
+        return CacheDirError(f"Expected a writable cache directory at {self.storage} (the "
+                             f"store's cache_dir). Got {type(err).__name__}: {why} instead"
+                             f"{f' ({err.filename})' if err.filename else ''}. Make it "
+                             "writable, choose another cache_dir, or open the store without "
+                             "one.")
+
+    def _makedirs(self) -> None:
+        try:
+            os.makedirs(self.storage, exist_ok=True)
+        except OSError as e:
+            raise self._unusable(e) from e
 
     # -- what is cached ---------------------------------------------------------------
     @staticmethod
@@ -138,44 +242,83 @@ class RangeCacheFileSystem(AbstractFileSystem):
             e = self._entries.get(path)
             if e is not None:
                 return e
-            base = os.path.join(self.storage, _hash(path, 24))
-            size, block, made = self._meta(base, path)
-            e = self._entries[path] = _Entry(base, path, size, block, reset=made)
+            e = self._entries[path] = self._open_entry(os.path.join(self.storage,
+                                                                    _hash(path, 24)), path)
             return e
 
-    def _meta(self, base: str, path: str) -> tuple[int, int, bool]:
-        """``(size, block bytes, made)`` of ``path``'s cache files from their ``.json``; made
-        (with this reader's block size) when missing or unreadable. The first ``.json``
-        written wins, so every reader counts the shared ``.state`` in one block size; a made
-        one means the ``.state`` beside it may count another's blocks (``made``: reset it)."""
-        for _ in range(3):
+    def _open_entry(self, base: str, path: str) -> _Entry:
+        """Open ``path``'s cache files, making the cache directory again if it was removed;
+        a cache directory that cannot be used is a :class:`CacheDirError` naming it (remote
+        errors propagate as they are)."""
+        size, made_dirs = None, False
+        for _ in range(4):
             try:
-                with open(base + ".json", "rb") as f:
-                    meta = json.load(f)
-                return int(meta["size"]), int(meta["block_bytes"]), False
-            except FileNotFoundError:
-                broken = False
-            except (ValueError, KeyError, TypeError):
-                broken = True
+                got = self._meta(base, path, size)
+                if got is not None:
+                    return _Entry(base, path, got[0], got[1], reset=got[2])
+            except (FileNotFoundError, NotADirectoryError) as e:  # removed under us
+                if made_dirs:
+                    raise self._unusable(e) from e
+                self._makedirs()
+                made_dirs = True
+                continue
+            except DiskFullError:
+                raise
+            except OSError as e:
+                raise self._unusable(e) from e
             size = int(self.target.info(path)["size"])
-            tmp = f"{base}.json.{uuid.uuid4().hex}.tmp"
+        raise CacheDirError(f"Expected to settle the cache metadata {base}.json in "
+                            f"{self.storage}. Got it removed again and again instead: keep the "
+                            "cache_dir of a running reader in place.")
+
+    def _meta(self, base: str, path: str, size: int | None) -> tuple[int, int, bool] | None:
+        """``(size, block bytes, made)`` of ``path``'s cache files from their ``.json``; made
+        (with this reader's block size and the remote ``size``) when missing or damaged, or
+        None when it must be made and ``size`` is not known yet. The first ``.json`` written
+        wins, so every reader counts the shared ``.state`` in one block size; a made one means
+        the ``.state`` beside it may count another's blocks (``made``: reset it)."""
+        try:
+            with open(base + ".json", "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raw = None
+        if raw is not None:
+            got = _parse_meta(raw, path)
+            if got is not None:
+                return got[0], got[1], False
+        if size is None:
+            return None
+        if raw is not None:
+            log.warning("%s.json: the cache's record of %s is damaged; making it again and "
+                        "fetching its blocks again", base, path)
+        return self._write_meta(base, path, size, replace=raw is not None)
+
+    def _write_meta(self, base: str, path: str, size: int, replace: bool) -> tuple[int, int,
+                                                                                  bool] | None:
+        tmp = f"{base}.json.{uuid.uuid4().hex}.tmp"
+        meta = {"version": CACHE_FORMAT, "path": path, "size": size,
+                "block_bytes": self.block_bytes,
+                "check": _meta_check(path, size, self.block_bytes)}
+        try:
             with open(tmp, "w") as f:
-                json.dump({"path": path, "size": size, "block_bytes": self.block_bytes}, f)
-            try:
-                if broken:
-                    os.replace(tmp, base + ".json")
-                else:
+                json.dump(meta, f)
+            if not replace:
+                try:
                     os.link(tmp, base + ".json")  # fails if another reader wrote one first
-                return size, self.block_bytes, True
-            except FileExistsError:
-                continue  # read the winner's
-            except OSError:  # a file system without hard links: last writer wins
-                os.replace(tmp, base + ".json")
-                return size, self.block_bytes, True
-            finally:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
-        raise OSError(f"Could not settle the cache metadata {base}.json in {self.storage}.")
+                    return size, self.block_bytes, True
+                except FileExistsError:
+                    return self._meta(base, path, size)  # read the winner's
+                except (FileNotFoundError, NotADirectoryError):
+                    raise
+                except OSError:  # a file system without hard links: last writer wins
+                    pass
+            os.replace(tmp, base + ".json")
+            return size, self.block_bytes, True
+        finally:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
 
     # -- reads --------------------------------------------------------------------------
     def cat_ranges(self, paths, starts, ends, max_gap=None, on_error="return", **kwargs):
@@ -202,9 +345,15 @@ class RangeCacheFileSystem(AbstractFileSystem):
             for p, idx in by_path.items():
                 e, (lo, hi) = entries[p], bounds[p]
                 for i, a, b in zip(idx, lo.tolist(), hi.tolist()):
-                    out[i] = os.pread(e.fd, b - a, a) if b > a else b""
+                    out[i] = self._pread(e, b - a, a) if b > a else b""
                     self.stats["bytes_served"] += b - a
         return out
+
+    def _pread(self, e: _Entry, n: int, off: int) -> bytes:
+        try:
+            return os.pread(e.fd, n, off)
+        except OSError as err:
+            raise self._unusable(err) from err
 
     def _filled(self, by_path: dict, starts, ends) -> tuple[dict, dict]:
         """The entries of ``by_path``'s files and the byte bounds asked of each, every block
@@ -212,6 +361,8 @@ class RangeCacheFileSystem(AbstractFileSystem):
         and opened again: its blocks in another process's new file are not in ours."""
         for _ in range(3):
             entries = {p: self._entry(p) for p in by_path}
+            if self._resized(entries, by_path, starts, ends):
+                continue
             bounds = {p: self._bounds(entries[p], [starts[i] for i in idx],
                                       [ends[i] for i in idx]) for p, idx in by_path.items()}
             self._fill(bounds, entries)
@@ -220,9 +371,35 @@ class RangeCacheFileSystem(AbstractFileSystem):
                 return entries, bounds
             for e in stale:
                 self._forget(e)
-        raise OSError(f"The cache files of {sorted(by_path)} in {self.storage} were deleted "
-                      "again and again while being read: keep the cache_dir of a running "
-                      "reader in place.")
+        raise CacheDirError(f"Expected the cache files of {sorted(by_path)} in {self.storage} "
+                            "to stay in place while being read. Got them deleted again and "
+                            "again instead: keep the cache_dir of a running reader in place.")
+
+    def _resized(self, entries: dict, by_path: dict, starts, ends) -> bool:
+        """Whether a read past a cached file's recorded size found the remote file of another
+        size (the entry is then made again from the remote's); asked once per file and
+        process, so a sound cache costs no request."""
+        again = False
+        for p, idx in by_path.items():
+            e = entries[p]
+            if p in self._sized or not any(x is not None and x > e.size
+                                           for i in idx for x in (starts[i], ends[i])):
+                continue
+            size = int(self.target.info(p)["size"])
+            self._sized.add(p)
+            if size == e.size:
+                continue
+            log.warning("%s: the cache recorded %d bytes of %s, the remote has %d; making its "
+                        "cache files again", self.storage, e.size, p, size)
+            try:
+                self._write_meta(os.path.join(self.storage, _hash(p, 24)), p, size, True)
+            except (FileNotFoundError, NotADirectoryError):
+                pass  # the directory went: the next open makes it (and the .json) again
+            except OSError as err:
+                raise self._unusable(err) from err
+            self._forget(e)
+            again = True
+        return again
 
     def cat_file(self, path, start=None, end=None, **kwargs):
         """Bytes ``[start, end)`` of one file (negative ``start``: from the end)."""
@@ -239,14 +416,19 @@ class RangeCacheFileSystem(AbstractFileSystem):
         hi = np.where(hi < 0, e.size + hi, hi).clip(0, e.size)
         return lo, np.maximum(lo, hi)
 
-    def _fill(self, bounds: dict[str, tuple[np.ndarray, np.ndarray]], entries: dict) -> None:
-        """Fetch every missing block the ranges need, in one remote ``cat_ranges``."""
+    def _fill(self, bounds: dict[str, tuple[np.ndarray, np.ndarray]], entries: dict,
+              retry: bool = True) -> None:
+        """Fetch every missing block the ranges need, in one remote ``cat_ranges``. Cached
+        blocks not yet checked in this process are checked against their CRC-32 first (and
+        count as missing when they fail it); blocks of rows completed here are checked
+        against the writer's CRC-32 (:meth:`_check_writer`)."""
         req_paths, req_lo, req_hi, marks = [], [], [], []
         for p, (lo, hi) in bounds.items():
             e = entries[p]
             blocks = _blocks_of(lo, hi, e.block_bytes)
             if not blocks.size:
                 continue
+            self._check_cached(e, blocks)
             miss = blocks[e.state[blocks] == 0]
             if not miss.size:
                 self.stats["local_reads"] += 1
@@ -260,22 +442,129 @@ class RangeCacheFileSystem(AbstractFileSystem):
             return
         got = self.target.cat_ranges(req_paths, req_lo, req_hi, on_error="return")
         self.stats["requests"] += len(req_paths)
-        first_error = None
+        first_error, done = None, []
         for (e, a, b), lo, hi, data in zip(marks, req_lo, req_hi, got):
             if isinstance(data, BaseException) or len(data) != hi - lo:
                 first_error = first_error or (data if isinstance(data, BaseException) else
                                               OSError(f"short read of {e.path} [{lo}, {hi}): "
                                                       f"{len(data)} bytes"))
                 continue
-            # the bytes first, then the mark: never a hole (a full disk is no transport error)
-            pwrite_all(e.fd, data, lo, f"{e.path} in the cache directory {self.storage}",
-                       " Free space or choose another cache_dir.")
+            # the bytes, their CRC-32s, then the mark: never a hole (a full disk is no
+            # transport error)
+            try:
+                pwrite_all(e.fd, data, lo, f"{e.path} in the cache directory {self.storage}",
+                           " Free space or choose another cache_dir.")
+            except DiskFullError:
+                raise
+            except OSError as err:
+                raise self._unusable(err) from err
             if os.fstat(e.fd).st_nlink == 0:  # our .data was deleted: a new one lacks these
                 continue  # bytes, so mark nothing (the caller opens the new one)
+            e.sums[a:b] = _block_crcs(data, e.block_bytes)
             e.state[a:b] = 1
+            e.checked[a:b] = True
             self.stats["bytes_fetched"] += hi - lo
+            done.append((e, a, b))
         if first_error is not None:
             raise first_error
+        bad = self._check_writer(done)
+        if not bad:
+            return
+        redo: dict[str, tuple[list, list]] = {}
+        for e, k, lo, hi in bad:
+            blk = slice(lo // e.block_bytes, -(-hi // e.block_bytes))
+            e.state[blk] = 0
+            e.checked[blk] = False
+            if not retry:
+                raise CorruptStoreError(
+                    f"Expected bytes [{lo}, {hi}) of {e.path} (checksum block {k} of its rows) "
+                    "to match the CRC-32 its writer recorded in the array's zarr.json. Got "
+                    "another CRC-32 instead, fetched twice from the remote: the remote store is "
+                    "damaged; run `featurestore verify --data` on it.")
+            r = redo.setdefault(e.path, ([], []))
+            r[0].append(lo)
+            r[1].append(hi)
+        log.warning("%s: %d block(s) of rows failed the writer's CRC-32 after a fill; fetching "
+                    "them again", self.storage, len(bad))
+        self._fill({p: (np.array(a, np.int64), np.array(b, np.int64))
+                    for p, (a, b) in redo.items()}, entries, retry=False)
+
+    def _check_cached(self, e: _Entry, blocks: np.ndarray) -> None:
+        """Check the cached blocks among ``blocks`` that this process did not fetch or check
+        yet against their CRC-32 in ``.sum``, reading at most ``MAX_REQUEST_BYTES`` at a time;
+        unmark those that fail it (a zeroed or flipped block, a ``.state`` listing blocks never
+        written), so they are fetched again."""
+        todo = blocks[(e.state[blocks] != 0) & ~e.checked[blocks]]
+        if not todo.size:
+            return
+        bad = []
+        for a, b in _runs(todo, max(1, MAX_REQUEST_BYTES // e.block_bytes)):
+            lo, hi = a * e.block_bytes, min(e.size, b * e.block_bytes)
+            buf = self._pread(e, hi - lo, lo)
+            ok = (_block_crcs(buf, e.block_bytes) == e.sums[a:b] if len(buf) == hi - lo else
+                  np.zeros(b - a, bool))
+            e.checked[a:b] = ok
+            bad.extend((np.arange(a, b)[~ok]).tolist())
+        self.stats["blocks_checked"] += int(todo.size)
+        if bad:
+            log.warning("%s: %d cached block(s) of %s fail their CRC-32; fetching them again",
+                        self.storage, len(bad), e.path)
+            e.state[bad] = 0
+            self.stats["blocks_refetched"] += len(bad)
+
+    def _check_writer(self, done: list) -> list[tuple[_Entry, int, int, int]]:
+        """Check each block of rows that the fills ``done`` (``(entry, first, end block)``)
+        completed in the cache against the CRC-32 its writer recorded; returns the failures
+        ``(entry, checksum block, lo, hi)``."""
+        bad = []
+        for e, a, b in done:
+            w = self._writer_sums(e)
+            if w is None:
+                continue
+            cb, values, nbytes = w
+            lo, hi = a * e.block_bytes, min(b * e.block_bytes, nbytes)
+            for k in range(lo // cb, (hi - 1) // cb + 1) if lo < hi else ():
+                if k in e.rows_ok:
+                    continue
+                rlo, rhi = k * cb, min((k + 1) * cb, nbytes)
+                blk = slice(rlo // e.block_bytes, -(-rhi // e.block_bytes))
+                if not e.state[blk].all():
+                    continue  # not all in the cache yet: checked when it is
+                if self._crc_of(e, rlo, rhi) == values[k]:
+                    e.rows_ok.add(k)
+                    e.checked[blk] = True
+                elif all(x[:2] != (e, k) for x in bad):
+                    bad.append((e, k, rlo, rhi))
+        return bad
+
+    def _crc_of(self, e: _Entry, lo: int, hi: int) -> int | None:
+        """CRC-32 of bytes ``[lo, hi)`` of the local copy, read in bounded pieces (None when
+        the file is shorter)."""
+        crc = 0
+        for off in range(lo, hi, MAX_REQUEST_BYTES):
+            n = min(MAX_REQUEST_BYTES, hi - off)
+            buf = self._pread(e, n, off)
+            if len(buf) != n:
+                return None
+            crc = zlib.crc32(buf, crc)
+        return crc
+
+    def _writer_sums(self, e: _Entry) -> tuple[int, list[int], int] | None:
+        """The writer's CRC-32s of ``e``'s rows, ``(bytes per checksum block, values, data
+        bytes)``, from its array's ``zarr.json`` (read once, when a fill first completes a
+        block of rows); None for a file that has none (compressed, or not a v1 shard)."""
+        if e.writer is None:
+            head, sep, tail = e.path.rpartition("/c/")
+            if not sep or set(tail.split("/")) != {"0"}:
+                e.writer = False
+                return None
+            try:
+                raw = self.target.cat_file(f"{head}/zarr.json")
+            except Exception as err:  # noqa: BLE001 - the data read reports the remote's state
+                log.debug("%s: no writer checksums (%s)", e.path, err)
+                return None  # asked again at the next completed block
+            e.writer = _writer_record(raw, e.size) or False
+        return e.writer or None
 
     def _forget(self, e: _Entry) -> None:
         """Drop ``e`` (its file was deleted): the next read of its path opens the new one.
@@ -326,6 +615,29 @@ class _CachedFile(AbstractBufferedFile):
 
     def _fetch_range(self, start, end):
         return self.fs.cat_file(self.path, start, end)
+
+
+def _writer_record(raw: bytes, size: int) -> tuple[int, list[int], int] | None:
+    """``(bytes per checksum block, CRC-32s, data bytes)`` of a v1 array's ``zarr.json``
+    whose shard file has ``size`` bytes, or None."""
+    from featurestore.format.integrity import CHECKSUM_ALGORITHM, CHECKSUM_ATTR
+    from featurestore.format.shard import ShardLayout
+
+    try:
+        meta = json.loads(raw)
+        layout = ShardLayout.from_metadata(meta)
+        rec = (meta.get("attributes") or {}).get(CHECKSUM_ATTR)
+        if (layout is None or not rec or rec.get("algorithm") != CHECKSUM_ALGORITHM
+                or layout.file_bytes != size):
+            return None
+        cb = int(rec["block_rows"]) * layout.row_bytes
+        nbytes = layout.shape[0] * layout.row_bytes
+        values = [int(v) for v in rec["values"]]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if cb <= 0 or not nbytes or len(values) != -(-nbytes // cb):
+        return None
+    return cb, values, nbytes
 
 
 def _blocks_of(lo: np.ndarray, hi: np.ndarray, block: int) -> np.ndarray:

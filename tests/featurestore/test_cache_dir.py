@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import pickle
 import shutil
 
@@ -341,3 +342,221 @@ def test_close_releases_the_cache_files(store, tmp_path):
         cache = s.loc.fs
         assert cache._entries
     assert not cache._entries  # descriptors closed, state maps dropped
+
+
+# -- a damaged or vanished cache (issue 23, items 3 and 9) ---------------------------------
+def _feat_cache(cache) -> str:
+    """The cache files' base path of the ``paper/feat`` shard (uncompressed, v1)."""
+    for f in cache.rglob("*.json"):
+        if "/paper/features/feat/" in json.loads(f.read_text())["path"]:
+            return str(f)[:-len(".json")]
+    raise AssertionError(f"no cache of paper/feat in {cache}")
+
+
+def _fill_then(url, cache, ids, damage):
+    """Read ``ids`` through a cache at ``cache`` (4 KiB blocks), close, apply ``damage`` to
+    the feat shard's cache files; returns the storage options."""
+    opts = {"cache_dir": str(cache), "cache_block_bytes": 4096}
+    with fs.open_store(url, storage_options=opts, cache_bytes=0) as s:
+        s.features("paper").gather(ids)
+    damage(_feat_cache(cache))
+    return opts
+
+
+def _all_rows_equal(url, opts, x):
+    """A new reader's rows of the whole feat array through the damaged cache equal ``x``."""
+    with fs.open_store(url, storage_options=opts, cache_bytes=0) as s:
+        np.testing.assert_array_equal(s.features("paper").gather(np.arange(N)), x)
+        return dict(s.loc.fs.stats)
+
+
+def test_state_claiming_every_block_is_checked(store, tmp_path):
+    """A .state listing every block when one row was fetched: the blocks never written fail
+    their CRC-32 and are fetched (the cache served them as zeros)."""
+    _, url, _, x = store
+
+    def claim_all(base):
+        with open(base + ".state", "r+b") as f:
+            f.write(b"\x01" * os.path.getsize(base + ".state"))
+
+    opts = _fill_then(url, tmp_path / "cache", [7], claim_all)
+    st = _all_rows_equal(url, opts, x)
+    assert st["blocks_refetched"] > 100 and st["requests"] > 0
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "flipped"])
+def test_damaged_data_block_is_fetched_again(store, tmp_path, damage):
+    """A cached block zeroed, or 4 bytes of it flipped, in .data: it fails its CRC-32 and is
+    fetched again (the cache served zeros, or a wrong row)."""
+    _, url, counts, x = store
+
+    def hurt(base):
+        with open(base + ".data", "r+b") as f:
+            f.seek(5 * 4096 + 100)
+            if damage == "zeroed":
+                f.seek(5 * 4096)
+                f.write(bytes(4096))
+            else:
+                b = bytearray(f.read(4))
+                f.seek(5 * 4096 + 100)
+                f.write(bytes(v ^ 0x5A for v in b))
+
+    opts = _fill_then(url, tmp_path / "cache", np.arange(N), hurt)
+    counts.clear()
+    st = _all_rows_equal(url, opts, x)
+    assert st["blocks_refetched"] == 1 and st["requests"] == 1
+    assert st["blocks_checked"] >= N * DIM * 4 // 4096
+    assert _all_rows_equal(url, opts, x)["requests"] == 0  # repaired in place
+
+
+def test_damaged_block_and_sum_fail_the_writer_crc(tmp_path, store):
+    """A block changed in .data with its .sum changed to match still fails the writer's
+    CRC-32 of its rows when a fill completes them: the rows are fetched again."""
+    _, url, _, x = store
+
+    def forge(base):
+        import zlib
+
+        with open(base + ".data", "r+b") as f:
+            f.seek(5 * 4096)
+            blk = bytearray(f.read(4096))
+            blk[100] ^= 0xFF
+            f.seek(5 * 4096)
+            f.write(blk)
+        sums = np.memmap(base + ".sum", dtype="<u4", mode="r+")
+        sums[5] = zlib.crc32(blk)
+        sums.flush()
+        del sums
+        with open(base + ".state", "r+b") as f:  # one block lost: the next fill completes
+            f.seek(9)  # the block of rows and checks it
+            f.write(b"\x00")
+
+    opts = _fill_then(url, tmp_path / "cache", np.arange(N), forge)
+    st = _all_rows_equal(url, opts, x)
+    assert st["requests"] >= 2  # the lost block, then the block of rows again
+
+
+def test_fill_checks_the_writer_crc(tmp_path, store, monkeypatch):
+    """Bytes from the remote that fail the writer's CRC-32 (checked when a fill completes a
+    block of rows) are fetched again; twice wrong is a CorruptStoreError naming the file."""
+    _, url, _, x = store
+    with fs.open_store(url, cache_dir=tmp_path / "c", cache_bytes=0) as s:
+        cfs = s.loc.fs
+        real, calls = cfs.target.cat_ranges, []
+
+        def flip(paths, starts, ends, **kw):
+            got = real(paths, starts, ends, **kw)
+            calls.append(1)
+            if len(calls) == 1 or always:
+                return [g[:50] + bytes([g[50] ^ 1]) + g[51:]
+                        if "/feat/" in p and len(g) > 50 else g for p, g in zip(paths, got)]
+            return got
+
+        always = False
+        monkeypatch.setattr(cfs.target, "cat_ranges", flip)  # fsspec shares the instance
+        np.testing.assert_array_equal(s.features("paper").gather(np.arange(N)), x)
+        assert len(calls) == 2
+    with fs.open_store(url, cache_dir=tmp_path / "d", cache_bytes=0) as s:
+        always = True
+        assert s.loc.fs.target.cat_ranges is flip
+        with pytest.raises(fs.CorruptStoreError, match="CRC-32 its writer recorded"):
+            s.features("paper").gather(np.arange(N))
+
+
+@pytest.mark.parametrize("damage", ["halved", "halved-forged", "block0", "garbage"])
+def test_damaged_json_is_rebuilt(store, tmp_path, damage):
+    """A cache .json with a halved size (as edited, or with its check made to match), a block
+    size of 0, or not JSON: made again, and the rows come from the store (a halved size gave
+    "file truncated?" on every run, block_bytes 0 a ZeroDivisionError)."""
+    from featurestore.remote import rangecache as rc
+
+    _, url, _, x = store
+
+    def hurt(base):
+        meta = json.loads(pathlib.Path(base + ".json").read_text())
+        if damage.startswith("halved"):
+            meta["size"] //= 2
+        elif damage == "block0":
+            meta["block_bytes"] = 0
+        if damage == "halved-forged":
+            meta["check"] = rc._meta_check(meta["path"], meta["size"], meta["block_bytes"])
+        pathlib.Path(base + ".json").write_text(json.dumps(meta) if damage != "garbage"
+                                                else "{not json")
+
+    opts = _fill_then(url, tmp_path / "cache", np.arange(0, N, 3), hurt)
+    _all_rows_equal(url, opts, x)
+    raw = pathlib.Path(_feat_cache(tmp_path / "cache") + ".json").read_bytes()
+    assert rc._parse_meta(raw, json.loads(raw)["path"]) is not None
+    assert _all_rows_equal(url, opts, x)["requests"] == 0
+
+
+def test_cache_dir_removed_under_a_running_reader(store, tmp_path):
+    """The cache directory removed while a reader runs: it is made again and filled (the
+    reader failed with FileNotFoundError)."""
+    _, url, _, x = store
+    cache = tmp_path / "cache"
+    with fs.open_store(url, cache_dir=cache, cache_bytes=0) as s:
+        a = np.arange(0, N, 7)
+        np.testing.assert_array_equal(s.features("paper").gather(a), x[a])
+        shutil.rmtree(cache)
+        np.testing.assert_array_equal(s.features("paper").gather(np.arange(N)), x)
+        np.testing.assert_array_equal(s.features("paper", "half").gather(a), x[a].astype(
+            np.float16))
+        assert any(cache.rglob("*.data"))
+
+
+def test_unusable_cache_dir_is_named(store, tmp_path, monkeypatch):
+    """A cache directory that cannot be written is a CacheDirError naming it, not a raw
+    OSError blamed on the server. Tested as root too: the cache_dir given as a regular file,
+    the store's cache directory replaced by a regular file under a running reader, and
+    ``os.open`` refusing with EACCES / EROFS (chmod does not stop root)."""
+    import errno
+
+    import featurestore.remote.rangecache as rc
+
+    _, url, _, x = store
+    plain = tmp_path / "plain"
+    plain.write_text("not a directory")
+    with pytest.raises(fs.CacheDirError, match="Expected a writable cache directory at "
+                       + str(plain)):
+        fs.open_store(url, cache_dir=plain)
+
+    cache = tmp_path / "cache"
+    with fs.open_store(url, cache_dir=cache, cache_bytes=0) as s:
+        np.testing.assert_array_equal(s.features("paper").gather([1, 2]), x[[1, 2]])
+        storage = s.loc.fs.storage
+        shutil.rmtree(storage)
+        open(storage, "w").close()
+        with pytest.raises(fs.CacheDirError, match=storage) as e:
+            s.features("paper").gather([3, 4000])
+        assert isinstance(e.value, OSError)
+        os.remove(storage)
+
+    real = rc.os.open
+    for code in (errno.EACCES, errno.EROFS):
+        def refuse(path, flags, *a, code=code):
+            if str(path).startswith(str(tmp_path / "ro")) and flags & (os.O_RDWR | os.O_WRONLY):
+                raise OSError(code, os.strerror(code), path)
+            return real(path, flags, *a)
+
+        monkeypatch.setattr(rc.os, "open", refuse)
+        with fs.open_store(url, cache_dir=tmp_path / "ro", cache_bytes=0) as s:
+            with pytest.raises(fs.CacheDirError, match=os.strerror(code)):
+                s.features("paper").gather([1, 2])
+        monkeypatch.undo()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permissions: see "
+                    "test_unusable_cache_dir_is_named")
+def test_read_only_cache_dir_is_named(store, tmp_path):
+    _, url, _, x = store
+    cache = tmp_path / "cache"
+    with fs.open_store(url, cache_dir=cache, cache_bytes=0) as s:
+        storage = s.loc.fs.storage
+    os.chmod(storage, 0o555)
+    try:
+        with fs.open_store(url, cache_dir=cache, cache_bytes=0) as s:
+            with pytest.raises(fs.CacheDirError, match=storage):
+                s.features("paper").gather([1, 2])
+    finally:
+        os.chmod(storage, 0o755)
