@@ -20,19 +20,22 @@ ROUNDS = 50
 
 def _race(make_lock, rounds: int, holders=None) -> list[int]:
     """Per round, how many of two writers started at once took the lock (the locks taken are
-    appended to ``holders``, which keeps them held)."""
-    wins = []
+    appended to ``holders``, which keeps them held). Any error but the loser's
+    ``StoreLockedError`` fails the test with that error, not as a round nobody won."""
+    wins, errors = [], []
     for r in range(rounds):
         barrier, got = threading.Barrier(2, timeout=60), []
 
         def one(r=r, barrier=barrier, got=got):
-            lock = make_lock(r)
-            barrier.wait()
             try:
+                lock = make_lock(r)
+                barrier.wait()
                 lock.acquire()
                 got.append(lock)
             except fs.StoreLockedError:
                 pass
+            except BaseException as e:  # noqa: BLE001 - re-raised in the test's thread
+                errors.append(e)
 
         ts = [threading.Thread(target=one) for _ in range(2)]
         for t in ts:
@@ -42,6 +45,8 @@ def _race(make_lock, rounds: int, holders=None) -> list[int]:
         wins.append(len(got))
         if holders is not None:
             holders += got
+        if errors:
+            raise errors[0]
     return wins
 
 
