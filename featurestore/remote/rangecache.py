@@ -3,10 +3,10 @@
 :class:`RangeCacheFileSystem` wraps the store's fsspec filesystem. Reads of the data files
 (every file but the ``zarr.json`` metadata, which stays fresh for the generation checks) are
 served from a sparse local copy, filled on demand in blocks of ``block_bytes``: the blocks a
-read needs and the cache lacks are merged into runs and fetched in one ``cat_ranges`` call
-(concurrent on s3fs/HTTP), written, then marked present. A row touched once is read from local
-disk afterwards, in this process and in any other that opens the store with the same
-``cache_dir`` (the ranks of a node share one).
+read needs and the cache lacks are merged into runs and fetched in one batch (concurrent on
+s3fs/HTTP, the first failure cancelling the rest), written, then marked present. A row touched
+once is read from local disk afterwards, in this process and in any other that opens the store
+with the same ``cache_dir`` (the ranks of a node share one).
 
 Layout: ``cache_dir/<sha256(url)[:16]>-<generation>/<sha256(path)[:24]>.{data,state,sum,json}``.
 ``.data`` is a sparse file of the remote file's size, ``.state`` one byte per block (1 when the
@@ -51,6 +51,7 @@ from featurestore.errors import CacheDirError, CorruptStoreError, DiskFullError,
     InvalidArgumentError
 from featurestore.fileio import pwrite_all
 from featurestore.remote import forksafe
+from featurestore.remote.failfast import cat_ranges
 
 __all__ = ["RangeCacheFileSystem", "CACHE_BLOCK_BYTES"]
 
@@ -440,7 +441,7 @@ class RangeCacheFileSystem(AbstractFileSystem):
                 marks.append((e, int(a), int(b)))
         if not req_paths:
             return
-        got = self.target.cat_ranges(req_paths, req_lo, req_hi, on_error="return")
+        got = cat_ranges(self.target, req_paths, req_lo, req_hi, on_error="return")
         self.stats["requests"] += len(req_paths)
         first_error, done = None, []
         for (e, a, b), lo, hi, data in zip(marks, req_lo, req_hi, got):

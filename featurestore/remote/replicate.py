@@ -16,6 +16,9 @@ files), resumable and verified:
   writer recorded and the shard index byte for byte; for a compressed shard its index crc32c.
   A rerun skips the files already in place (with ``recheck``, those that pass the same checks
   again) and copies the rest; a finished replica of the same generation is left untouched.
+* Every read of a remote source goes through the readers' retries
+  (:func:`~featurestore.remote.retry.retry_remote`): a reset, a short body, a 500 or a read
+  timeout is retried, then raised as a ``RemoteStoreError`` naming the URL and the file.
 * At the end the source's root ``zarr.json`` is written unchanged (the replica is the source byte
   for byte) after checking that the source was not rewritten meanwhile, and the replica is
   verified (``featurestore verify``: sizes, shard indexes, topology).
@@ -52,6 +55,7 @@ from featurestore.format.schema import parse_root
 from featurestore.format.shard import ShardLayout
 from featurestore.remote.location import Location
 from featurestore.remote.lock import LOCK_NAME, WriteLock
+from featurestore.remote.retry import is_transport_error, retry_remote
 from featurestore.writer import _inspect, _remove_store_files
 
 __all__ = ["replicate", "ReplicateReport", "MANIFEST"]
@@ -170,6 +174,12 @@ def replicate(url, local, *, storage_options: dict | None = None, threads: int =
 
 
 # -- the source -------------------------------------------------------------------------
+def _read(src: Location, read, rel: str):
+    """``read()`` of file ``rel`` of the source, retried after a transport error and then
+    raised as a ``RemoteStoreError`` naming the source's URL and ``rel``."""
+    return retry_remote(read, None if src.is_local else src.url, rel)
+
+
 def plan_source(src: Location) -> tuple[bytes, dict, list[SourceFile]]:
     """The source's root ``zarr.json`` (bytes and attributes) and its files with their sizes.
 
@@ -177,7 +187,7 @@ def plan_source(src: Location) -> tuple[bytes, dict, list[SourceFile]]:
     source is a complete store with every file its metadata names, at the size it implies.
     """
     try:
-        root_raw = src.fs.cat_file(src.path("zarr.json"))
+        root_raw = _read(src, lambda: src.fs.cat_file(src.path("zarr.json")), "zarr.json")
     except FileNotFoundError as e:
         what = "Nothing is there" if not src.exists() else "It has no zarr.json"
         raise StoreNotFoundError(f"Expected a feature store to replicate at {src.url}. "
@@ -230,12 +240,18 @@ def _check_key(key, file: str) -> None:
 
 
 def _cat_all(src: Location, rels: list[str]) -> dict[str, bytes]:
-    """Bytes of small files, fetched concurrently; a missing one makes the source incomplete."""
+    """Bytes of small files, fetched concurrently (those failing with a transport error again,
+    one by one, with retries); a missing one makes the source incomplete."""
     paths = [src.path(r) for r in rels]
     got = src.fs.cat(paths, on_error="return") if paths else {}
     out = {}
     for r, p in zip(rels, paths):
         v = got.get(p)
+        if isinstance(v, Exception) and is_transport_error(v):
+            try:
+                v = _read(src, lambda p=p: src.fs.cat_file(p), r)
+            except FileNotFoundError as e:
+                v = e
         if not isinstance(v, bytes):
             raise IncompleteStoreError(f"Expected {p} in {src.url} (its root zarr.json lists "
                                        f"the array). It cannot be read: {v!r}.")
@@ -267,7 +283,7 @@ def _sizes(src: Location, rels: list[str], *, required: bool) -> dict[str, int]:
     """Sizes of files relative to the root (``info`` per file, concurrently)."""
     def one(rel):
         try:
-            return rel, int(src.fs.info(src.path(rel))["size"])
+            return rel, int(_read(src, lambda: src.fs.info(src.path(rel)), rel)["size"])
         except FileNotFoundError:
             if required:
                 raise IncompleteStoreError(f"Expected {src.path(rel)} in {src.url} (its "
@@ -446,7 +462,7 @@ class _FileCopy:
 
 def copy_part(src: Location, c: _FileCopy, lo: int, hi: int) -> int:
     """Copy bytes ``[lo, hi)`` of one file into its temporary file; return the bytes."""
-    data = src.fs.cat_file(src.path(c.f.rel), start=lo, end=hi)
+    data = _read(src, lambda: src.fs.cat_file(src.path(c.f.rel), start=lo, end=hi), c.f.rel)
     if len(data) != hi - lo:
         raise CorruptStoreError(f"Expected {hi - lo} bytes at offset {lo} of "
                                 f"{src.path(c.f.rel)}. Got {len(data)} (short read).")
@@ -463,12 +479,19 @@ def _copy_all(src: Location, dst: Location, todo: list[SourceFile], rep: Replica
     copies: list[_FileCopy] = []
     bar = None
     pool = ThreadPoolExecutor(max(1, int(threads)), thread_name_prefix="fs-replicate")
+    failed = threading.Event()
 
     def task(c: _FileCopy, lo: int, hi: int) -> None:
-        if hi > lo:
-            bar.update(copy_part(src, c, lo, hi))
-        if c.part_done():
-            finish_file(c, rep)
+        if failed.is_set():  # after a failure no part starts (each would wait its timeouts)
+            return
+        try:
+            if hi > lo:
+                bar.update(copy_part(src, c, lo, hi))
+            if c.part_done():
+                finish_file(c, rep)
+        except BaseException:
+            failed.set()
+            raise
 
     try:
         for f in sorted(todo, key=lambda f: -f.size):
@@ -565,7 +588,7 @@ def _commit(src: Location, dst: Location, root_raw: bytes, rep: ReplicateReport)
     manifest, verify the replica's structure."""
     from featurestore.verify import verify_report
 
-    now = src.fs.cat_file(src.path("zarr.json"))
+    now = _read(src, lambda: src.fs.cat_file(src.path("zarr.json")), "zarr.json")
     if now != root_raw:
         raise StoreChangedError(f"The store {src.url} was rewritten while it was being "
                                 f"replicated to {dst.url}. Run replicate again.")

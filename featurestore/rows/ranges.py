@@ -4,9 +4,11 @@ In the v1 layout (``docs/format.md``) row ``r`` of an uncompressed array starts 
 ``r * row_bytes`` of its shard file, so a remote gather needs no chunk: it sorts and
 deduplicates the ids, turns runs of consecutive rows into byte ranges, merges ranges whose gap
 is at most ``max_gap_bytes`` (:func:`fsspec.utils.merge_offset_ranges`, blocks of at most
-``max_block_bytes``) and fetches them with one ``cat_ranges`` call, ``concurrency`` requests
-in flight. A 1.5 KiB row costs about 1.5 KiB on the network instead of its 1 MiB inner chunk.
-With the default gap (one row), the bytes fetched are at most twice the rows' bytes.
+``max_block_bytes``) and fetches them in one batch, ``concurrency`` requests in flight, the
+first failure cancelling the rest (:func:`~featurestore.remote.failfast.cat_ranges`: a
+stalled server fails a gather of any size within one read timeout). A 1.5 KiB row costs about
+1.5 KiB on the network instead of its 1 MiB inner chunk. With the default gap (one row), the
+bytes fetched are at most twice the rows' bytes.
 
 S3 (s3fs/aiobotocore) keeps 10 connections per client by default: :func:`pooled_filesystem`
 gives the reader a client with ``max_pool_connections`` = ``concurrency``.
@@ -26,6 +28,7 @@ from featurestore.errors import CorruptStoreError
 from featurestore.rows.base import RowReader
 from featurestore.rows.local import copy_within, sort_unique
 from featurestore.remote import forksafe
+from featurestore.remote.failfast import cat_ranges
 
 __all__ = ["RangeRows", "pooled_filesystem", "REMOTE_CONCURRENCY", "MAX_BLOCK_BYTES"]
 
@@ -133,9 +136,8 @@ class RangeRows(RowReader):
         return st
 
     def _fetch(self, starts: list[int], ends: list[int]) -> list[bytes]:
-        fs = self.fs
-        kw = {"batch_size": self.concurrency} if getattr(fs, "async_impl", False) else {}
-        blocks = fs.cat_ranges([self.path] * len(starts), starts, ends, on_error="raise", **kw)
+        blocks = cat_ranges(self.fs, [self.path] * len(starts), starts, ends,
+                            batch_size=self.concurrency)  # the first failure ends the batch
         for s, e, b in zip(starts, ends, blocks):
             if len(b) != e - s:
                 raise CorruptStoreError(f"Expected {e - s} bytes at offset {s} of {self.path}. "

@@ -1,7 +1,8 @@
 """Loopback test doubles for remote stores, shared by the tests and the benchmarks.
 
 * :func:`serve_http`: a threaded HTTP server on 127.0.0.1 with single byte ranges
-  (keep-alive, no Nagle delay, a deep accept backlog), optionally counting what it served;
+  (keep-alive, no Nagle delay, a deep accept backlog), optionally counting what it served
+  and failing the GETs a ``fault`` callback picks (stalls, short bodies, 500s);
 * :func:`serve_s3`: moto's S3 server on 127.0.0.1 with the buckets asked for (``moto[server]``
   and ``s3fs``, the ``s3`` extra);
 * :class:`LatencyFileSystem`: an fsspec async filesystem over any other that waits a fixed
@@ -18,14 +19,22 @@ import functools
 import http.server
 import io
 import os
+import select
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from fsspec.asyn import AsyncFileSystem
 
-__all__ = ["serve_http", "serve_s3", "LatencyFileSystem", "RangeRequestHandler"]
+__all__ = ["serve_http", "serve_s3", "LatencyFileSystem", "RangeRequestHandler", "FAULTS"]
+
+#: what a ``fault`` callback of :func:`serve_http` may answer for a GET: ``"stall"`` (read the
+#: request, answer nothing), ``"stall-body"`` (the headers, then nothing), ``"short"`` (half the
+#: body Content-Length announces, then the end), ``"lying"`` (the body, but a Content-Length
+#: 1000 bytes longer), ``"500"`` (an Internal Server Error); ``None`` serves the file.
+FAULTS = ("stall", "stall-body", "short", "lying", "500")
 
 
 class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
@@ -45,6 +54,64 @@ class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
             return None
         return super().list_directory(path)
 
+    def do_GET(self):
+        """A GET, or the failure the server's ``fault`` callback picks for this file."""
+        fault = getattr(self.server, "fault", None)
+        what = fault(self.path, self.headers.get("Range")) if fault is not None and \
+            os.path.isfile(self.translate_path(self.path)) else None
+        if what is None:
+            return super().do_GET()
+        if what not in FAULTS:
+            raise ValueError(f"Expected a fault among {FAULTS}. Got {what!r} instead.")
+        self.close_connection = True
+        if what == "500":
+            self.send_error(500, "Injected fault")
+            return None
+        if what == "stall":  # the request was read: answer nothing
+            return self._stall()
+        got = self._range(self.translate_path(self.path))
+        if got is None:
+            return super().do_GET()
+        start, end, size, data = got
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        lie = {"lying": len(data) + 1000}.get(what, len(data))
+        self.send_header("Content-Length", str(lie))
+        self.end_headers()
+        if what == "stall-body":  # headers, then silence
+            self.wfile.flush()
+            return self._stall()
+        self.wfile.write(data[:len(data) // 2] if what == "short" else data)
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_WR)  # end the body before Content-Length says
+        return None
+
+    def _stall(self) -> None:
+        """Send nothing more until the client hangs up or the server stops."""
+        while not self.server.stopping.wait(0.05):
+            if select.select([self.connection], [], [], 0)[0]:
+                try:
+                    if not self.connection.recv(1, socket.MSG_PEEK):
+                        return
+                except OSError:
+                    return
+
+    def _range(self, path):
+        """``(start, end, size, bytes)`` of the request's byte range of ``path`` (the whole
+        file without ``Range``), or ``None`` when it is unsatisfiable."""
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            rng = self.headers.get("Range") or "bytes=0-"
+            a, _, b = rng.strip().removeprefix("bytes=").partition("-")
+            if a == "":
+                start, end = max(0, size - int(b)), size - 1
+            else:
+                start, end = int(a), min(size - 1, int(b) if b else size - 1)
+            if start >= size or end < start:
+                return None
+            f.seek(start)
+            return start, end, size, f.read(max(0, end - start + 1))
+
     def send_head(self):
         """Answer a Range request with 206 and the bytes; anything else as the base class."""
         rng = self.headers.get("Range")
@@ -55,21 +122,16 @@ class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
                 paths[self.path] += 1
         if not rng or not os.path.isfile(path) or not getattr(self.server, "ranges", True):
             return super().send_head()
-        with open(path, "rb") as f:
-            size = f.seek(0, 2)
-            a, _, b = rng.strip().removeprefix("bytes=").partition("-")
-            if a == "":
-                start, end = max(0, size - int(b)), size - 1
-            else:
-                start, end = int(a), min(size - 1, int(b) if b else size - 1)
-            if start >= size or end < start:  # unsatisfiable: 416, as a real server answers
-                self.send_response(416)
-                self.send_header("Content-Range", f"bytes */{size}")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return None
-            f.seek(start)
-            data = f.read(max(0, end - start + 1))
+        got = self._range(path)
+        if got is None:  # unsatisfiable: 416, as a real server answers
+            with open(path, "rb") as f:
+                size = f.seek(0, 2)
+            self.send_response(416)
+            self.send_header("Content-Range", f"bytes */{size}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        start, end, size, data = got
         counts = getattr(self.server, "counts", None)
         if counts is not None:
             with self.server.counts_lock:
@@ -119,7 +181,8 @@ class _Server(http.server.ThreadingHTTPServer):
 
 def serve_http(directory, counts: dict | None = None,
                paths: collections.Counter | None = None,
-               ranges: bool = True, listings: bool = True) -> tuple[str, Any]:
+               ranges: bool = True, listings: bool = True,
+               fault: Callable[[str, str | None], str | None] | None = None) -> tuple[str, Any]:
     """Serve ``directory`` read-only on 127.0.0.1 (a free port) with byte ranges.
 
     Parameters
@@ -137,6 +200,11 @@ def serve_http(directory, counts: dict | None = None,
         does (to test clients against servers without range support).
     listings
         ``False`` answers 404 for directory URLs, as servers without listings do.
+    fault
+        Called with the URL path and the ``Range`` header (or ``None``) of every GET of a
+        file, from the server's threads; what it returns (one of :data:`FAULTS`, or ``None``
+        to serve the file) is how that GET fails. A stalled GET
+        holds its thread until the client hangs up or the server stops.
 
     Returns
     -------
@@ -148,13 +216,15 @@ def serve_http(directory, counts: dict | None = None,
     handler = functools.partial(RangeRequestHandler, directory=os.fspath(directory))
     srv = _Server(("127.0.0.1", 0), handler)
     srv.counts, srv.paths, srv.counts_lock = counts, paths, threading.Lock()
-    srv.ranges, srv.listings = ranges, listings
+    srv.ranges, srv.listings, srv.fault = ranges, listings, fault
+    srv.stopping = threading.Event()
     srv._conns, srv._conns_lock = set(), threading.Lock()
     srv.daemon_threads = True
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
 
     def stop():
+        srv.stopping.set()
         srv.shutdown()
         srv.server_close()
         srv.close_connections()

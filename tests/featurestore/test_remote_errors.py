@@ -6,6 +6,7 @@ Every server here listens on 127.0.0.1 only."""
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 import time
@@ -104,6 +105,55 @@ def test_stalled_server_times_out_with_a_message(store_dir):
         for c in held:
             c.close()
         lsock.close()
+
+
+@pytest.fixture(scope="module")
+def scattered_dir(tmp_path_factory):
+    """A store of 9,000 rows: every third row of it is a gather of 3,000 separate ranges."""
+    p = tmp_path_factory.mktemp("scattered") / "s"
+    w = fs.create_store(p)
+    w.add_node_type("v", 9000)
+    w.add_features("v", "feat", np.arange(9000 * 16, dtype=np.float32).reshape(9000, 16))
+    w.commit()
+    return p
+
+
+@pytest.mark.parametrize("mode", ["stall", "stall-body"])
+def test_stalled_gather_fails_within_the_read_timeout_whatever_its_size(scattered_dir, mode,
+                                                                        monkeypatch):
+    """Issue 23 item 5: a server that reads the request and answers nothing (or the headers,
+    then nothing) fails a gather of 32 or of 3,000 rows with a RemoteStoreError naming the URL
+    within 2 x (read timeout x (retries + 1)). fsspec's cat_ranges waited out the read timeout
+    once per window of 64 requests (47 windows for 3,000 ranges) before raising."""
+    import aiohttp
+
+    import featurestore.remote.retry as R
+    from featurestore.rows.ranges import REMOTE_CONCURRENCY
+
+    monkeypatch.setattr(R, "REMOTE_BACKOFF_S", 0.01)  # the bound is on timeouts, not backoff
+    timeout = 1.0
+    bound = 2 * timeout * (R.REMOTE_RETRIES + 1)
+    state = {"fault": None}
+    url, stop = serve_http(scattered_dir.parent, fault=lambda path, rng: None if
+                           path.endswith("zarr.json") else state["fault"])
+    opts = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(
+        total=None, sock_connect=timeout, sock_read=timeout)}}
+    took = {}
+    try:
+        with fs.open_store(f"{url}/{scattered_dir.name}", storage_options=opts) as s:
+            f = s.features("v")
+            assert f.gather([0, 3]).shape == (2, 16)  # served until the stall
+            state["fault"] = mode
+            for n in (32, 3000):
+                ids = np.arange(0, 3 * n, 3)  # n rows two rows apart: n ranges
+                t0 = time.perf_counter()
+                with pytest.raises(RemoteStoreError, match=re.escape(url) + ".*[Tt]imeout"):
+                    f.gather(ids)
+                took[n] = time.perf_counter() - t0
+    finally:
+        stop()
+    assert 3000 > 10 * REMOTE_CONCURRENCY  # many windows of requests in flight
+    assert max(took.values()) < bound, took
 
 
 def test_a_transient_failure_is_retried(store_dir, monkeypatch):

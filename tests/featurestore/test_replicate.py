@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +20,7 @@ import featurestore as fs
 import featurestore.remote.replicate as rp
 from featurestore.commands import register
 from featurestore.remote.lock import LOCK_NAME
+from featurestore.testing.loopback import serve_http
 from featurestore.verify import verify_report
 from graph_helpers import random_csc
 
@@ -189,6 +193,96 @@ def test_cli(source, tmp_path, capsys):
     assert args.func(args) == 0
     assert '"files_copied": ' in capsys.readouterr().out
     assert tree(tmp_path / "r") == tree(path)
+
+
+@pytest.fixture
+def fast_retries(monkeypatch):
+    """The readers' retries with a 10 ms first backoff."""
+    import featurestore.remote.retry as R
+
+    monkeypatch.setattr(R, "REMOTE_BACKOFF_S", 0.01)
+    return R
+
+
+@pytest.mark.parametrize("fault", ["short", "lying", "500"])
+def test_transient_transport_errors_are_retried(source, tmp_path, fast_retries, fault):
+    """Issue 23 item 8: the first GET of every third distinct request (file and range) answers
+    half its body, a Content-Length 1000 bytes too long, or a 500. replicate retries as the
+    readers do (it passed aiohttp's ClientPayloadError / ClientResponseError through), copies
+    the store byte for byte, and the replica verifies."""
+    path, _, _, _ = source
+    lock, seen, failed = threading.Lock(), set(), []
+
+    def one_in_three(p, rng):
+        with lock:
+            if (p, rng) in seen:
+                return None
+            seen.add((p, rng))
+            if len(seen) % 3:
+                return None
+            failed.append(p)
+            return fault
+
+    url, stop = serve_http(path.parent, fault=one_in_three)
+    try:
+        rep = rp.replicate(f"{url}/{path.name}", tmp_path / "r", threads=4,
+                           part_bytes=64 << 10, progress=False)
+    finally:
+        stop()
+    assert any(p.endswith("zarr.json") for p in failed)  # metadata and data both failed
+    assert any("/c/" in p for p in failed)
+    assert rep.files_copied == rep.files_total
+    assert tree(tmp_path / "r") == tree(path)
+    assert verify_report(tmp_path / "r", data=True).ok
+
+
+@pytest.mark.parametrize("fault,files", [("500", "data"), ("500", "metadata"),
+                                         ("short", "data"), ("lying", "data")])
+def test_persistent_transport_errors_are_named(source, tmp_path, fast_retries, fault, files):
+    """A source whose shard files (or arrays' zarr.json) always fail is a RemoteStoreError
+    naming the URL and the file, after the retries."""
+    path, _, _, _ = source
+    calls = []
+
+    def broken(p, rng):
+        meta = p.endswith("zarr.json")
+        if p == f"/{path.name}/zarr.json" or meta != (files == "metadata"):
+            return None
+        calls.append(p)
+        return fault
+
+    url, stop = serve_http(path.parent, fault=broken)
+    try:
+        with pytest.raises(fs.RemoteStoreError,
+                           match=re.escape(f"remote store {url}/{path.name} failed")):
+            rp.replicate(f"{url}/{path.name}", tmp_path / "r", threads=2, progress=False)
+    finally:
+        stop()
+    assert len(calls) >= fast_retries.REMOTE_RETRIES + 1
+
+
+@pytest.mark.parametrize("mode", ["stall", "stall-body"])
+def test_stalled_source_fails_within_the_read_timeout(source, tmp_path, fast_retries, mode):
+    """A source that stalls on its shard files (answers nothing, or the headers and then
+    nothing) fails with a RemoteStoreError naming the URL within 2 x (read timeout x
+    (retries + 1)), not a bare FSTimeoutError."""
+    import aiohttp
+
+    path, _, _, _ = source
+    timeout = 1.0
+    bound = 2 * timeout * (fast_retries.REMOTE_RETRIES + 1)
+    opts = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(
+        total=None, sock_connect=timeout, sock_read=timeout)}}
+    url, stop = serve_http(path.parent, fault=lambda p, rng: mode if "/c/" in p else None)
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(fs.RemoteStoreError, match=re.escape(url) + ".*[Tt]imeout"):
+            rp.replicate(f"{url}/{path.name}", tmp_path / "r", storage_options=opts,
+                         threads=4, part_bytes=64 << 10, progress=False)
+        took = time.perf_counter() - t0
+    finally:
+        stop()
+    assert took < bound, took
 
 
 def test_from_s3(tmp_path):
