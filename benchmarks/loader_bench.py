@@ -88,6 +88,9 @@ class LoaderOptions:
                          choices=("auto", "presample", "degree", "none"))
     ooc_in_flight: int = opt(1, "our loader's batch buffers out of core (1: the timing loop "
                              "drops each batch before asking for the next)")
+    ooc_topology: str = opt("auto", "our loader's topology out of core: auto (the plan's "
+                            "choice: a resident copy with bit-packed ids), memory (a plain "
+                            "int copy), packed", choices=("auto", "memory", "packed"))
     task: str = opt("node", "node: batches of seed nodes (NeighborLoader); link: batches of "
                     "positive seed edges with binary negatives (LinkNeighborLoader), in edges/s",
                     choices=TASKS)
@@ -237,7 +240,8 @@ def bench_budgeted_loader(store, o: LoaderOptions, batch_size: int) -> dict:
     t = time.perf_counter()
     ld = our_loader(store, o, inputs, batch_size, output="raw", prefetch=1,
                     cache=None if o.ooc_cache == "none" else o.ooc_cache,
-                    batches_in_flight=o.ooc_in_flight)
+                    batches_in_flight=o.ooc_in_flight,
+                    topology=None if o.ooc_topology == "auto" else o.ooc_topology)
     del inputs  # the loader holds its own (int32) copy of the seed pairs
     setup = time.perf_counter() - t
     log.info("loader plan (setup %.1f s):\n%s", setup, ld.plan)
