@@ -22,7 +22,7 @@ from featurestore.errors import (CorruptStoreError, FeatureStoreError, InvalidAr
                                  UnknownSplitError)
 from featurestore.format import names as fmt
 # the CSC checks the store runs (topology.py), importable from here as in 0.1
-from featurestore.format.integrity import check_csc, native  # noqa: F401
+from featurestore.format.integrity import check_csc, native, writer_checksums  # noqa: F401
 from featurestore.format.schema import ArraySpec, StoreSchema
 from featurestore.gate import ReadGate
 from featurestore.opening import ArrayOpener
@@ -104,6 +104,8 @@ class Store(EdgeData, SchemaView):
                 raise InvalidArgumentError(f"Expected an integer {name} >= {lo} for {url}. "
                                   f"Got {v!r} instead.")
         self.loc = Location(url, storage_options)
+        if isinstance(self.loc.fs, RangeCacheFileSystem):  # fills checked as the writer wrote
+            self.loc.fs.writer_record = writer_checksums
         self.url = self.loc.url
         self.read_path, self.io_threads, self.cache_bytes = read_path, io_threads, cache_bytes
         self.loc.check_ranges()  # remote HTTP: an unreachable server or one without Range

@@ -274,3 +274,24 @@ def topology_records(loc, schema: StoreSchema, generation: str) -> dict:
             out[et.key()] = {"generation": generation, "num_src": num_src,
                              "num_edges": int(e.num_edges), **stats}
     return out
+
+
+def writer_checksums(raw: bytes, size: int) -> tuple[int, list[int], int] | None:
+    """``(bytes per checksum block, CRC-32s, data bytes)`` of a v1 array's ``zarr.json``
+    whose shard file has ``size`` bytes, or None: what a remote store's range cache checks
+    the rows it fetched against (:attr:`RangeCacheFileSystem.writer_record`)."""
+    try:
+        meta = json.loads(raw)
+        layout = ShardLayout.from_metadata(meta)
+        rec = (meta.get("attributes") or {}).get(CHECKSUM_ATTR)
+        if (layout is None or not rec or rec.get("algorithm") != CHECKSUM_ALGORITHM
+                or layout.file_bytes != size):
+            return None
+        cb = int(rec["block_rows"]) * layout.row_bytes
+        nbytes = layout.shape[0] * layout.row_bytes
+        values = [int(v) for v in rec["values"]]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if cb <= 0 or not nbytes or len(values) != -(-nbytes // cb):
+        return None
+    return cb, values, nbytes

@@ -195,6 +195,11 @@ class RangeCacheFileSystem(AbstractFileSystem):
 
     protocol = "fs-rangecache"
     cachable = False
+    #: ``(zarr.json bytes, data file size) -> (bytes per checksum block, CRC-32s, data
+    #: bytes) | None``: the writer's row checksums, which fills of a v1 array's rows are
+    #: checked against (set by the store that opens this cache:
+    #: :func:`featurestore.format.integrity.writer_checksums`); None: no such check
+    writer_record = None
 
     def __init__(self, fs: AbstractFileSystem, storage: str,
                  block_bytes: int = CACHE_BLOCK_BYTES, **kwargs):
@@ -254,7 +259,7 @@ class RangeCacheFileSystem(AbstractFileSystem):
         size, made_dirs = None, False
         for _ in range(4):
             try:
-                got = self._meta(base, path, size)
+                got = _meta(self, base, path, size)
                 if got is not None:
                     return _Entry(base, path, got[0], got[1], reset=got[2])
             except (FileNotFoundError, NotADirectoryError) as e:  # removed under us
@@ -271,55 +276,6 @@ class RangeCacheFileSystem(AbstractFileSystem):
         raise CacheDirError(f"Expected to settle the cache metadata {base}.json in "
                             f"{self.storage}. Got it removed again and again instead: keep the "
                             "cache_dir of a running reader in place.")
-
-    def _meta(self, base: str, path: str, size: int | None) -> tuple[int, int, bool] | None:
-        """``(size, block bytes, made)`` of ``path``'s cache files from their ``.json``; made
-        (with this reader's block size and the remote ``size``) when missing or damaged, or
-        None when it must be made and ``size`` is not known yet. The first ``.json`` written
-        wins, so every reader counts the shared ``.state`` in one block size; a made one means
-        the ``.state`` beside it may count another's blocks (``made``: reset it)."""
-        try:
-            with open(base + ".json", "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            raw = None
-        if raw is not None:
-            got = _parse_meta(raw, path)
-            if got is not None:
-                return got[0], got[1], False
-        if size is None:
-            return None
-        if raw is not None:
-            log.warning("%s.json: the cache's record of %s is damaged; making it again and "
-                        "fetching its blocks again", base, path)
-        return self._write_meta(base, path, size, replace=raw is not None)
-
-    def _write_meta(self, base: str, path: str, size: int, replace: bool) -> tuple[int, int,
-                                                                                  bool] | None:
-        tmp = f"{base}.json.{uuid.uuid4().hex}.tmp"
-        meta = {"version": CACHE_FORMAT, "path": path, "size": size,
-                "block_bytes": self.block_bytes,
-                "check": _meta_check(path, size, self.block_bytes)}
-        try:
-            with open(tmp, "w") as f:
-                json.dump(meta, f)
-            if not replace:
-                try:
-                    os.link(tmp, base + ".json")  # fails if another reader wrote one first
-                    return size, self.block_bytes, True
-                except FileExistsError:
-                    return self._meta(base, path, size)  # read the winner's
-                except (FileNotFoundError, NotADirectoryError):
-                    raise
-                except OSError:  # a file system without hard links: last writer wins
-                    pass
-            os.replace(tmp, base + ".json")
-            return size, self.block_bytes, True
-        finally:
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass
 
     # -- reads --------------------------------------------------------------------------
     def cat_ranges(self, paths, starts, ends, max_gap=None, on_error="return", **kwargs):
@@ -362,7 +318,7 @@ class RangeCacheFileSystem(AbstractFileSystem):
         and opened again: its blocks in another process's new file are not in ours."""
         for _ in range(3):
             entries = {p: self._entry(p) for p in by_path}
-            if self._resized(entries, by_path, starts, ends):
+            if _resized(self, entries, by_path, starts, ends):
                 continue
             bounds = {p: self._bounds(entries[p], [starts[i] for i in idx],
                                       [ends[i] for i in idx]) for p, idx in by_path.items()}
@@ -375,32 +331,6 @@ class RangeCacheFileSystem(AbstractFileSystem):
         raise CacheDirError(f"Expected the cache files of {sorted(by_path)} in {self.storage} "
                             "to stay in place while being read. Got them deleted again and "
                             "again instead: keep the cache_dir of a running reader in place.")
-
-    def _resized(self, entries: dict, by_path: dict, starts, ends) -> bool:
-        """Whether a read past a cached file's recorded size found the remote file of another
-        size (the entry is then made again from the remote's); asked once per file and
-        process, so a sound cache costs no request."""
-        again = False
-        for p, idx in by_path.items():
-            e = entries[p]
-            if p in self._sized or not any(x is not None and x > e.size
-                                           for i in idx for x in (starts[i], ends[i])):
-                continue
-            size = int(self.target.info(p)["size"])
-            self._sized.add(p)
-            if size == e.size:
-                continue
-            log.warning("%s: the cache recorded %d bytes of %s, the remote has %d; making its "
-                        "cache files again", self.storage, e.size, p, size)
-            try:
-                self._write_meta(os.path.join(self.storage, _hash(p, 24)), p, size, True)
-            except (FileNotFoundError, NotADirectoryError):
-                pass  # the directory went: the next open makes it (and the .json) again
-            except OSError as err:
-                raise self._unusable(err) from err
-            self._forget(e)
-            again = True
-        return again
 
     def cat_file(self, path, start=None, end=None, **kwargs):
         """Bytes ``[start, end)`` of one file (negative ``start``: from the end)."""
@@ -429,7 +359,7 @@ class RangeCacheFileSystem(AbstractFileSystem):
             blocks = _blocks_of(lo, hi, e.block_bytes)
             if not blocks.size:
                 continue
-            self._check_cached(e, blocks)
+            _check_cached(self, e, blocks)
             miss = blocks[e.state[blocks] == 0]
             if not miss.size:
                 self.stats["local_reads"] += 1
@@ -468,7 +398,7 @@ class RangeCacheFileSystem(AbstractFileSystem):
             done.append((e, a, b))
         if first_error is not None:
             raise first_error
-        bad = self._check_writer(done)
+        bad = _check_writer(self, done)
         if not bad:
             return
         redo: dict[str, tuple[list, list]] = {}
@@ -489,83 +419,6 @@ class RangeCacheFileSystem(AbstractFileSystem):
                     "them again", self.storage, len(bad))
         self._fill({p: (np.array(a, np.int64), np.array(b, np.int64))
                     for p, (a, b) in redo.items()}, entries, retry=False)
-
-    def _check_cached(self, e: _Entry, blocks: np.ndarray) -> None:
-        """Check the cached blocks among ``blocks`` that this process did not fetch or check
-        yet against their CRC-32 in ``.sum``, reading at most ``MAX_REQUEST_BYTES`` at a time;
-        unmark those that fail it (a zeroed or flipped block, a ``.state`` listing blocks never
-        written), so they are fetched again."""
-        todo = blocks[(e.state[blocks] != 0) & ~e.checked[blocks]]
-        if not todo.size:
-            return
-        bad = []
-        for a, b in _runs(todo, max(1, MAX_REQUEST_BYTES // e.block_bytes)):
-            lo, hi = a * e.block_bytes, min(e.size, b * e.block_bytes)
-            buf = self._pread(e, hi - lo, lo)
-            ok = (_block_crcs(buf, e.block_bytes) == e.sums[a:b] if len(buf) == hi - lo else
-                  np.zeros(b - a, bool))
-            e.checked[a:b] = ok
-            bad.extend((np.arange(a, b)[~ok]).tolist())
-        self.stats["blocks_checked"] += int(todo.size)
-        if bad:
-            log.warning("%s: %d cached block(s) of %s fail their CRC-32; fetching them again",
-                        self.storage, len(bad), e.path)
-            e.state[bad] = 0
-            self.stats["blocks_refetched"] += len(bad)
-
-    def _check_writer(self, done: list) -> list[tuple[_Entry, int, int, int]]:
-        """Check each block of rows that the fills ``done`` (``(entry, first, end block)``)
-        completed in the cache against the CRC-32 its writer recorded; returns the failures
-        ``(entry, checksum block, lo, hi)``."""
-        bad = []
-        for e, a, b in done:
-            w = self._writer_sums(e)
-            if w is None:
-                continue
-            cb, values, nbytes = w
-            lo, hi = a * e.block_bytes, min(b * e.block_bytes, nbytes)
-            for k in range(lo // cb, (hi - 1) // cb + 1) if lo < hi else ():
-                if k in e.rows_ok:
-                    continue
-                rlo, rhi = k * cb, min((k + 1) * cb, nbytes)
-                blk = slice(rlo // e.block_bytes, -(-rhi // e.block_bytes))
-                if not e.state[blk].all():
-                    continue  # not all in the cache yet: checked when it is
-                if self._crc_of(e, rlo, rhi) == values[k]:
-                    e.rows_ok.add(k)
-                    e.checked[blk] = True
-                elif all(x[:2] != (e, k) for x in bad):
-                    bad.append((e, k, rlo, rhi))
-        return bad
-
-    def _crc_of(self, e: _Entry, lo: int, hi: int) -> int | None:
-        """CRC-32 of bytes ``[lo, hi)`` of the local copy, read in bounded pieces (None when
-        the file is shorter)."""
-        crc = 0
-        for off in range(lo, hi, MAX_REQUEST_BYTES):
-            n = min(MAX_REQUEST_BYTES, hi - off)
-            buf = self._pread(e, n, off)
-            if len(buf) != n:
-                return None
-            crc = zlib.crc32(buf, crc)
-        return crc
-
-    def _writer_sums(self, e: _Entry) -> tuple[int, list[int], int] | None:
-        """The writer's CRC-32s of ``e``'s rows, ``(bytes per checksum block, values, data
-        bytes)``, from its array's ``zarr.json`` (read once, when a fill first completes a
-        block of rows); None for a file that has none (compressed, or not a v1 shard)."""
-        if e.writer is None:
-            head, sep, tail = e.path.rpartition("/c/")
-            if not sep or set(tail.split("/")) != {"0"}:
-                e.writer = False
-                return None
-            try:
-                raw = self.target.cat_file(f"{head}/zarr.json")
-            except Exception as err:  # noqa: BLE001 - the data read reports the remote's state
-                log.debug("%s: no writer checksums (%s)", e.path, err)
-                return None  # asked again at the next completed block
-            e.writer = _writer_record(raw, e.size) or False
-        return e.writer or None
 
     def _forget(self, e: _Entry) -> None:
         """Drop ``e`` (its file was deleted): the next read of its path opens the new one.
@@ -608,6 +461,168 @@ class RangeCacheFileSystem(AbstractFileSystem):
             self._entries.clear()
 
 
+def _meta(cfs: RangeCacheFileSystem, base: str, path: str,
+          size: int | None) -> tuple[int, int, bool] | None:
+    """``(size, block bytes, made)`` of ``path``'s cache files from their ``.json``; made
+    (with this reader's block size and the remote ``size``) when missing or damaged, or
+    None when it must be made and ``size`` is not known yet. The first ``.json`` written
+    wins, so every reader counts the shared ``.state`` in one block size; a made one means
+    the ``.state`` beside it may count another's blocks (``made``: reset it)."""
+    try:
+        with open(base + ".json", "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raw = None
+    if raw is not None:
+        got = _parse_meta(raw, path)
+        if got is not None:
+            return got[0], got[1], False
+    if size is None:
+        return None
+    if raw is not None:
+        log.warning("%s.json: the cache's record of %s is damaged; making it again and "
+                    "fetching its blocks again", base, path)
+    return _write_meta(cfs, base, path, size, replace=raw is not None)
+
+
+def _write_meta(cfs: RangeCacheFileSystem, base: str, path: str, size: int,
+                replace: bool) -> tuple[int, int, bool] | None:
+    tmp = f"{base}.json.{uuid.uuid4().hex}.tmp"
+    meta = {"version": CACHE_FORMAT, "path": path, "size": size,
+            "block_bytes": cfs.block_bytes,
+            "check": _meta_check(path, size, cfs.block_bytes)}
+    try:
+        with open(tmp, "w") as f:
+            json.dump(meta, f)
+        if not replace:
+            try:
+                os.link(tmp, base + ".json")  # fails if another reader wrote one first
+                return size, cfs.block_bytes, True
+            except FileExistsError:
+                return _meta(cfs, base, path, size)  # read the winner's
+            except (FileNotFoundError, NotADirectoryError):
+                raise
+            except OSError:  # a file system without hard links: last writer wins
+                pass
+        os.replace(tmp, base + ".json")
+        return size, cfs.block_bytes, True
+    finally:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+
+
+def _resized(cfs: RangeCacheFileSystem, entries: dict, by_path: dict, starts, ends) -> bool:
+    """Whether a read past a cached file's recorded size found the remote file of another
+    size (the entry is then made again from the remote's); asked once per file and
+    process, so a sound cache costs no request."""
+    again = False
+    for p, idx in by_path.items():
+        e = entries[p]
+        if p in cfs._sized or not any(x is not None and x > e.size
+                                       for i in idx for x in (starts[i], ends[i])):
+            continue
+        size = int(cfs.target.info(p)["size"])
+        cfs._sized.add(p)
+        if size == e.size:
+            continue
+        log.warning("%s: the cache recorded %d bytes of %s, the remote has %d; making its "
+                    "cache files again", cfs.storage, e.size, p, size)
+        try:
+            _write_meta(cfs, os.path.join(cfs.storage, _hash(p, 24)), p, size, True)
+        except (FileNotFoundError, NotADirectoryError):
+            pass  # the directory went: the next open makes it (and the .json) again
+        except OSError as err:
+            raise cfs._unusable(err) from err
+        cfs._forget(e)
+        again = True
+    return again
+
+
+def _check_cached(cfs: RangeCacheFileSystem, e: _Entry, blocks: np.ndarray) -> None:
+    """Check the cached blocks among ``blocks`` that this process did not fetch or check
+    yet against their CRC-32 in ``.sum``, reading at most ``MAX_REQUEST_BYTES`` at a time;
+    unmark those that fail it (a zeroed or flipped block, a ``.state`` listing blocks never
+    written), so they are fetched again."""
+    todo = blocks[(e.state[blocks] != 0) & ~e.checked[blocks]]
+    if not todo.size:
+        return
+    bad = []
+    for a, b in _runs(todo, max(1, MAX_REQUEST_BYTES // e.block_bytes)):
+        lo, hi = a * e.block_bytes, min(e.size, b * e.block_bytes)
+        buf = cfs._pread(e, hi - lo, lo)
+        ok = (_block_crcs(buf, e.block_bytes) == e.sums[a:b] if len(buf) == hi - lo else
+              np.zeros(b - a, bool))
+        e.checked[a:b] = ok
+        bad.extend((np.arange(a, b)[~ok]).tolist())
+    cfs.stats["blocks_checked"] += int(todo.size)
+    if bad:
+        log.warning("%s: %d cached block(s) of %s fail their CRC-32; fetching them again",
+                    cfs.storage, len(bad), e.path)
+        e.state[bad] = 0
+        cfs.stats["blocks_refetched"] += len(bad)
+
+
+def _check_writer(cfs: RangeCacheFileSystem,
+                  done: list) -> list[tuple[_Entry, int, int, int]]:
+    """Check each block of rows that the fills ``done`` (``(entry, first, end block)``)
+    completed in the cache against the CRC-32 its writer recorded; returns the failures
+    ``(entry, checksum block, lo, hi)``."""
+    bad = []
+    for e, a, b in done:
+        w = _writer_sums(cfs, e)
+        if w is None:
+            continue
+        cb, values, nbytes = w
+        lo, hi = a * e.block_bytes, min(b * e.block_bytes, nbytes)
+        for k in range(lo // cb, (hi - 1) // cb + 1) if lo < hi else ():
+            if k in e.rows_ok:
+                continue
+            rlo, rhi = k * cb, min((k + 1) * cb, nbytes)
+            blk = slice(rlo // e.block_bytes, -(-rhi // e.block_bytes))
+            if not e.state[blk].all():
+                continue  # not all in the cache yet: checked when it is
+            if _crc_of(cfs, e, rlo, rhi) == values[k]:
+                e.rows_ok.add(k)
+                e.checked[blk] = True
+            elif all(x[:2] != (e, k) for x in bad):
+                bad.append((e, k, rlo, rhi))
+    return bad
+
+
+def _crc_of(cfs: RangeCacheFileSystem, e: _Entry, lo: int, hi: int) -> int | None:
+    """CRC-32 of bytes ``[lo, hi)`` of the local copy, read in bounded pieces (None when
+    the file is shorter)."""
+    crc = 0
+    for off in range(lo, hi, MAX_REQUEST_BYTES):
+        n = min(MAX_REQUEST_BYTES, hi - off)
+        buf = cfs._pread(e, n, off)
+        if len(buf) != n:
+            return None
+        crc = zlib.crc32(buf, crc)
+    return crc
+
+
+def _writer_sums(cfs: RangeCacheFileSystem,
+                 e: _Entry) -> tuple[int, list[int], int] | None:
+    """The writer's CRC-32s of ``e``'s rows, ``(bytes per checksum block, values, data
+    bytes)``, from its array's ``zarr.json`` (read once, when a fill first completes a
+    block of rows); None for a file that has none (compressed, or not a v1 shard)."""
+    if e.writer is None:
+        head, sep, tail = e.path.rpartition("/c/")
+        if cfs.writer_record is None or not sep or set(tail.split("/")) != {"0"}:
+            e.writer = False
+            return None
+        try:
+            raw = cfs.target.cat_file(f"{head}/zarr.json")
+        except Exception as err:  # noqa: BLE001 - the data read reports the remote's state
+            log.debug("%s: no writer checksums (%s)", e.path, err)
+            return None  # asked again at the next completed block
+        e.writer = cfs.writer_record(raw, e.size) or False
+    return e.writer or None
+
+
 class _CachedFile(AbstractBufferedFile):
     """A read-only file object over :meth:`RangeCacheFileSystem.cat_file`."""
 
@@ -616,29 +631,6 @@ class _CachedFile(AbstractBufferedFile):
 
     def _fetch_range(self, start, end):
         return self.fs.cat_file(self.path, start, end)
-
-
-def _writer_record(raw: bytes, size: int) -> tuple[int, list[int], int] | None:
-    """``(bytes per checksum block, CRC-32s, data bytes)`` of a v1 array's ``zarr.json``
-    whose shard file has ``size`` bytes, or None."""
-    from featurestore.format.integrity import CHECKSUM_ALGORITHM, CHECKSUM_ATTR
-    from featurestore.format.shard import ShardLayout
-
-    try:
-        meta = json.loads(raw)
-        layout = ShardLayout.from_metadata(meta)
-        rec = (meta.get("attributes") or {}).get(CHECKSUM_ATTR)
-        if (layout is None or not rec or rec.get("algorithm") != CHECKSUM_ALGORITHM
-                or layout.file_bytes != size):
-            return None
-        cb = int(rec["block_rows"]) * layout.row_bytes
-        nbytes = layout.shape[0] * layout.row_bytes
-        values = [int(v) for v in rec["values"]]
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    if cb <= 0 or not nbytes or len(values) != -(-nbytes // cb):
-        return None
-    return cb, values, nbytes
 
 
 def _blocks_of(lo: np.ndarray, hi: np.ndarray, block: int) -> np.ndarray:

@@ -144,11 +144,9 @@ class NeighborLoader:
         bounded however large a batch is; on the CPU the chunks bound the reader's scratch
         memory.
     topology
-        ``"mmap"`` (the store's CSC arrays memory-mapped), ``"memory"`` (copied into the
-        process, for tight memory budgets where feature reads would evict them) or
-        ``"packed"`` (copied with each neighbour id in ``ceil(log2 N)`` bits: 22 instead of 32
-        for 4.2M nodes). Default: memory-mapped, unless the budget's plan says the features
-        do not fit; then a packed copy, and the bytes it saves go to the feature cache.
+        ``"mmap"`` (the CSC memory-mapped), ``"memory"`` (copied into the process) or
+        ``"packed"`` (copied, ids in ``ceil(log2 N)`` bits). Default: mapped, unless the plan
+        says the features do not fit; then packed, the bytes saved going to the cache.
     memory
         The loader's memory budget in bytes or as text (``"1.5GiB"``); default: what the
         process may still use (:func:`loaders.memory.budget.available_memory`: its cgroup limit,
