@@ -36,8 +36,17 @@ SUBMISSION_FILES = {"test-whole": "y_pred_mag240m", "test-dev": "y_pred_mag240m_
                     "test-challenge": "y_pred_mag240m_test-challenge"}
 
 
+#: papers per test mode, as OGB-LSC's ``save_test_submission`` asserts them
+TEST_SIZES = {"test-whole": 146_818, "test-dev": 88_092, "test-challenge": 58_726}
+
+
 class SubmissionModeError(LoaderArgumentError, AssertionError):
     """``save_test_submission`` got a mode OGB-LSC does not know (it asserts the mode)."""
+
+
+class SubmissionShapeError(LoaderArgumentError, AssertionError):
+    """``save_test_submission`` got ``y_pred`` of another shape than the mode's test split
+    (OGB-LSC asserts it)."""
 
 
 def dev_positions(n: int) -> np.ndarray:
@@ -180,7 +189,14 @@ class MAG240MDataset:
 
 
 class MAG240MEvaluator:
-    """OGB-LSC's evaluator: accuracy, and the test submission file."""
+    """OGB-LSC's evaluator: accuracy, and the test submission file.
+
+    ``test_sizes``: papers per test mode that :meth:`save_test_submission` checks ``y_pred``
+    against (OGB-LSC's by default; for a twin, ``{mode: len(dataset.get_idx_split(mode))}``).
+    """
+
+    def __init__(self, test_sizes: dict | None = None):
+        self.test_sizes = dict(TEST_SIZES if test_sizes is None else test_sizes)
 
     def eval(self, input_dict: dict) -> dict:
         """``{"acc": ...}`` of ``input_dict["y_pred"]`` against ``input_dict["y_true"]``."""
@@ -196,15 +212,29 @@ class MAG240MEvaluator:
         """Write ``y_pred`` (int16) where OGB-LSC writes it: ``dir_path/y_pred_mag240m.npz``
         for ``mode="test-whole"``, ``y_pred_mag240m_test-dev.npz``,
         ``y_pred_mag240m_test-challenge.npz``; another mode raises
-        :class:`SubmissionModeError` (an ``AssertionError``, as OGB-LSC asserts it)."""
+        :class:`SubmissionModeError`, and ``y_pred`` of another shape than
+        ``(test_sizes[mode],)`` :class:`SubmissionShapeError` (``AssertionError`` s, as
+        OGB-LSC asserts them), before anything is written."""
         if mode not in SUBMISSION_FILES:
             raise SubmissionModeError(f"Expected mode in {list(SUBMISSION_FILES)}, as OGB-LSC's "
                                       f"save_test_submission. Got {mode!r} instead.")
         if "y_pred" not in input_dict:
             raise LoaderArgumentError("Expected a 'y_pred' entry in input_dict. Got "
                                       f"{sorted(input_dict)} instead.")
+        y = np.asarray(_numpy(input_dict["y_pred"]))
+        want = (self.test_sizes.get(mode),)
+        if y.shape != want:
+            raise SubmissionShapeError(
+                f"Expected y_pred of shape {want} for {mode}, as OGB-LSC's save_test_submission "
+                f"asserts (a twin's sizes: MAG240MEvaluator({{mode: len(split)}})). Got "
+                f"{y.shape} instead; nothing was written to {dir_path}.")
+        if y.size and (not np.issubdtype(y.dtype, np.integer) or y.min() < 0
+                       or y.max() > np.iinfo(np.int16).max):
+            raise SubmissionShapeError(f"Expected y_pred of class ids (integers in [0, "
+                                       f"{np.iinfo(np.int16).max}]). Got {y.dtype} in "
+                                       f"[{y.min()}, {y.max()}] instead.")
         os.makedirs(dir_path, exist_ok=True)
-        y = np.asarray(_numpy(input_dict["y_pred"])).astype(np.int16)
+        y = y.astype(np.int16)
         np.savez_compressed(os.path.join(dir_path, SUBMISSION_FILES[mode] + ".npz"), y_pred=y)
 
 

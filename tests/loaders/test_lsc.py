@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import featurestore as fs
-from loaders.datasets.lsc import MAG240MDataset, MAG240MEvaluator
+from loaders.datasets.lsc import MAG240MDataset, MAG240MEvaluator, SubmissionShapeError
 from loaders.pyg import LegacyNeighborSampler
 from loaders.sample.relational import HomogeneousGraph
 
@@ -49,7 +49,15 @@ def test_dataset_answers_as_ogb_lsc(rel_store, tmp_path):
     ev = MAG240MEvaluator()
     assert ev.eval({"y_true": np.array([1, 2, 3]), "y_pred": torch.tensor([1, 0, 3])})["acc"] \
         == pytest.approx(2 / 3)
-    ev.save_test_submission({"y_pred": np.array([1, 2])}, str(tmp_path))
+    with pytest.raises(AssertionError, match=r"shape \(88092,\) for test-dev"):
+        ev.save_test_submission({"y_pred": np.array([1, 2])}, str(tmp_path))
+    assert not list(tmp_path.iterdir())  # refused before writing
+    twin = MAG240MEvaluator({"test-dev": 2, "test-challenge": 3})
+    for bad in (np.array([[1, 2]]), np.array([1, 2, 3]), np.array([1.5, 2.0]),
+                np.array([1, 40_000])):
+        with pytest.raises(SubmissionShapeError):
+            twin.save_test_submission({"y_pred": bad}, str(tmp_path))
+    twin.save_test_submission({"y_pred": torch.tensor([1, 2])}, str(tmp_path))
     assert np.load(tmp_path / "y_pred_mag240m_test-dev.npz")["y_pred"].tolist() == [1, 2]
 
 
@@ -128,7 +136,9 @@ def test_no_test_whole_when_the_parts_are_not_a_division(mag_raw, tmp_path):
 
 
 def test_submission_files_are_ogb_lscs(tmp_path):
-    ev = MAG240MEvaluator()
+    ev = MAG240MEvaluator({"test-whole": 3, "test-dev": 3, "test-challenge": 3})
+    assert MAG240MEvaluator().test_sizes == {"test-whole": 146_818, "test-dev": 88_092,
+                                             "test-challenge": 58_726}  # OGB-LSC's asserts
     want = {"test-whole": "y_pred_mag240m.npz", "test-dev": "y_pred_mag240m_test-dev.npz",
             "test-challenge": "y_pred_mag240m_test-challenge.npz"}
     for k, (mode, name) in enumerate(want.items()):
