@@ -13,6 +13,7 @@ __all__ = [
     "NotAStoreError",
     "IncompleteStoreError",
     "StoreExistsError",
+    "LockUnavailableError",
     "CorruptStoreError",
     "UnknownNodeTypeError",
     "UnknownEdgeTypeError",
@@ -87,6 +88,11 @@ class IdsOutOfRangeError(FeatureStoreError, IndexError):
 
 class SchemaError(FeatureStoreError, ValueError):
     """Data given to the writer does not agree with the schema (shape, dtype, count)."""
+
+
+class LockUnavailableError(FeatureStoreError, OSError):
+    """A store's write lock cannot be taken at all (its path is a directory, the file system
+    has no locks): not another writer holding it."""
 
 
 class StoreLockedError(FeatureStoreError, RuntimeError):

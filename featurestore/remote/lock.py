@@ -29,7 +29,7 @@ import socket
 import time
 import uuid
 
-from featurestore.errors import StoreLockedError, UnsupportedRemoteWriteError
+from featurestore.errors import LockUnavailableError, StoreLockedError, UnsupportedRemoteWriteError
 
 __all__ = ["LOCK_NAME", "WriteLock"]
 
@@ -78,10 +78,18 @@ class WriteLock:
     def _acquire_local(self) -> None:
         import fcntl
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except IsADirectoryError as e:
+            raise self._unavailable(e, "a directory is in its place: remove it") from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except OSError as e:
+            if not isinstance(e, BlockingIOError):
+                os.close(fd)
+                raise self._unavailable(e, "this file system may have no file locks (NFS "
+                                        "without lockd): write the store to a local disk, "
+                                        "then copy it") from e
             try:
                 holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
             finally:
@@ -147,6 +155,11 @@ class WriteLock:
                                        f"writer took over the stale lock object {self.path} at "
                                        "the same time.") from None
             raise
+
+    def _unavailable(self, err: OSError, hint: str) -> LockUnavailableError:
+        return LockUnavailableError(
+            f"Expected to take the write lock {self.path} of {self.loc.url}. Got "
+            f"{type(err).__name__}: {err.strerror or err} instead; {hint}.")
 
     def _locked(self, held: dict) -> StoreLockedError:
         return StoreLockedError(

@@ -47,7 +47,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from featurestore import __version__
 from featurestore.remote.location import Location
-from featurestore.errors import StoreExistsError
+from featurestore.errors import LockUnavailableError, StoreExistsError
+from featurestore.remote.lock import WriteLock
 from featurestore.writer import StoreWriter
 
 from preprocess.errors import BudgetTooSmallError, ManifestMismatchError, NotEnoughDiskError
@@ -182,6 +183,7 @@ class Job:
         if old is not None and not force:
             diffs = manifest_diffs(old, name, self.inputs, self.options)
             if diffs:
+                self._refuse_if_written()
                 raise ManifestMismatchError(
                     f"Expected the inputs and options of the run that started {self.store_url}. "
                     f"Got: {'; '.join(diffs)}. Re-run with --force (force=True) to start over.")
@@ -200,6 +202,7 @@ class Job:
                              "steps": {}, "complete": False}
         self._keep_scratch()
         if old is None and not force and self._store_exists():
+            self._refuse_if_written()
             raise StoreExistsError(
                 f"Expected no store, or one this job started, at {self.store_url}. A store "
                 "without a job manifest is there; pass --force (force=True) to replace it.")
@@ -219,6 +222,19 @@ class Job:
                     f"{self.scratch_dir}. Pass the same --scratch, or --force to start over.")
             self.scratch_dir = had
         self.manifest["scratch_dir"] = self.scratch_dir
+
+    def _refuse_if_written(self) -> None:
+        """Raise :class:`StoreLockedError` naming the holder when a live process holds the
+        store's write lock: a job still writing it (the same job started twice), whose store
+        must not be called foreign or mismatched ("pass --force" would destroy its work)."""
+        if not self.loc.is_local or not os.path.isdir(self.loc.path("")):
+            return
+        lock = WriteLock(self.loc)
+        try:
+            lock.acquire()
+        except LockUnavailableError:
+            return  # no lock to ask: the error about the store stands
+        lock.release()
 
     def _store_exists(self) -> bool:
         return self.loc.exists("zarr.json")

@@ -78,6 +78,47 @@ def test_foreign_store_is_not_replaced(tmp_path):
     assert (tmp_path / "other" / "keep.txt").exists()
 
 
+def test_a_second_job_on_a_store_being_written_names_the_live_writer(tmp_path):
+    """The same job started twice: the second is told who holds the store's write lock, not
+    to pass --force (which would destroy the first one's work); issue 23 item 10."""
+    f = tmp_path / "in.npy"
+    np.save(f, np.arange(10))
+    w = fs.create_store(tmp_path / "store")  # a writer holding the lock, no manifest yet
+    w.add_node_type("n", 3)
+    with pytest.raises(fs.StoreLockedError, match=r'"pid": \d+'):
+        _job(tmp_path, [f])
+    w.commit()  # the writer is done: now the store is foreign to this job
+    with pytest.raises(fs.StoreExistsError, match="--force"):
+        _job(tmp_path, [f])
+    # a manifest of other options, its writer still running
+    job = _job(tmp_path / "b", [f])
+    with pytest.raises(fs.StoreLockedError, match=r'"pid": \d+'):
+        Job(tmp_path / "b" / "store", "t", [f], {"k": 2}, progress=False)
+    job.close()
+    with pytest.raises(ManifestMismatchError):
+        Job(tmp_path / "b" / "store", "t", [f], {"k": 2}, progress=False)
+
+
+def test_write_lock_that_cannot_be_taken_is_named(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    from featurestore.remote.location import Location
+    from featurestore.remote.lock import LOCK_NAME, WriteLock
+
+    (tmp_path / "a.store").mkdir()
+    (tmp_path / "a.store" / LOCK_NAME).mkdir()
+    with pytest.raises(fs.LockUnavailableError, match=f"{LOCK_NAME}.*a directory"):
+        WriteLock(Location(str(tmp_path / "a.store"))).acquire()
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.raises(fs.LockUnavailableError, match="No locks available.*local disk"):
+        fs.create_store(tmp_path / "b.store")
+
+
 def test_sigkill_mid_step_then_resume_equals_uninterrupted(tmp_path):
     spec, _ = make_toy_dataset(tmp_path / "data", reorder="degree")
     run_spec(spec, tmp_path / "clean", budget_bytes=16 << 20, progress=False)
