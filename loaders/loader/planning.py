@@ -253,16 +253,20 @@ def _build_caches(ld, plan, policy, presample_epochs: int) -> None:
     """The hot tiers the plan sizes (ranked by ``policy``), and a cache without one for every
     other type: read around the page cache."""
     features, caches = ld.gatherer.features, ld.gatherer.caches
+    policy = plan.cache_policy if policy is not None else None  # the plan may pick degree
     if policy is not None and plan.cache_rows:
         t0 = time.perf_counter()
         scores = in_thread(_rank_scores, ld, policy, presample_epochs, plan.cache_rows)
         plan.notes.append(f"{policy} ranking took {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
-        for t, n in plan.cache_rows.items():
+        ids = {}
+        for t, n in plan.cache_rows.items():  # every ranking freed before any cache is made
             score, deg = scores.pop(t)
-            ids = rank_rows(score, n, deg)
+            ids[t] = rank_rows(score, n, deg)
             del score, deg
-            caches[t] = FeatureCache(features[t], ids, pin=ld.pin, read_path=plan.read_path)
+        for t in plan.cache_rows:
+            caches[t] = FeatureCache(features[t], ids.pop(t), pin=ld.pin,
+                                     read_path=plan.read_path)
         plan.notes.append(f"cache filled in {time.perf_counter() - t0:.1f} s")
     for t, f in features.items():  # types without a hot tier: read around the cache
         if t not in caches:
@@ -351,6 +355,15 @@ def _resident_topology(ld, pack: bool) -> None:
 RESIDENT_PIECE = BLOCK << 18
 
 
+def count_dtype(graph, ld, epochs) -> np.dtype:
+    """int32 for the ranking's degrees and access counts when no count can reach ``2**31``
+    (edges, and the rows ``epochs`` presampled epochs can touch), else int64."""
+    edges = sum(int(i.shape[0]) for _, i in graph.csc.values())
+    rows = sum(ld.plan.batch_rows.values()) if ld.plan is not None else 0
+    batches = len(ld.batch_order(0)) * max(1, int(epochs))
+    return np.dtype(np.int32 if max(edges, rows * batches) < 2**31 - 1 else np.int64)
+
+
 def _rank_scores(ld, policy, epochs, cache_rows) -> dict:
     """Per type: ``(score, degree)``: the rank of each row (ties broken by degree).
 
@@ -362,19 +375,24 @@ def _rank_scores(ld, policy, epochs, cache_rows) -> dict:
     """
     ntypes = list(cache_rows)
     g = ld.sampler.graph
-    deg = {t: degree_counts(g, t) for t in ntypes}
+    dt = count_dtype(g, ld, epochs)
+    deg = {t: degree_counts(g, t, dt) for t in ntypes}
     if policy == "degree":
         return {t: (deg[t], deg[t]) for t in ntypes}
-    counts = {t: np.zeros(ld.gatherer.features[t].shape[0], np.int64) for t in ntypes}
-    nn = dict(g.num_nodes)
+    counts, nn = None, dict(g.num_nodes)
     for e in range(max(1, int(epochs))):
         order = ld.batch_order(e)
         c = presample_counts(ld.sampler, (ld.batch_seeds(p) for p in order),
-                             ld.seed_type, ntypes, seed=ld.seed, epoch=e, num_nodes=nn)
-        for t in ntypes:
-            counts[t] += c[t]
+                             ld.seed_type, ntypes, seed=ld.seed, epoch=e, num_nodes=nn,
+                             dtype=dt)
+        if counts is None:
+            counts = c
+        else:
+            for t in ntypes:
+                counts[t] += c[t]
         del c
-    return {t: (presample_scores(counts[t], deg[t]), deg[t]) for t in ntypes}
+    # counts, degrees and scores: RANK_ROW_BYTES["presample"] a row at the peak
+    return {t: (presample_scores(counts.pop(t), deg[t]), deg[t]) for t in ntypes}
 
 
 def build_gpu_tiers(ld, gpu_cache_bytes: int, presample_epochs: int) -> None:

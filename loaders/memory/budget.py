@@ -40,6 +40,12 @@ __all__ = ["parse_size", "cgroup_memory_limit", "process_anon_bytes", "available
            "PHYSICAL_SHARE", "physical_memory",
            "cgroup_mapped_file_bytes"]
 
+#: bytes per row of a cached type that ranking its rows holds at its peak (before the cache is
+#: made), besides ``8 * K`` for the ``K`` ids chosen: ``"presample"`` counts and degrees
+#: (int32) and scores (float64), ``"degree"`` the degrees (the loader counts in int64 past
+#: ``2**31`` edges or accesses: :func:`loaders.loader.planning.count_dtype`)
+RANK_ROW_BYTES = {"presample": 16, "degree": 4}
+
 #: the plan keeps this share of the budget (at least MARGIN_MIN) unspent: allocator slack,
 #: the interpreter's growth, the pages of mapped code and libraries, kernel memory. Under a
 #: 1.5 GiB cgroup those charges were ~21 MiB besides the loader's anonymous memory, and a
@@ -258,7 +264,34 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
         if n:
             plan.cache_rows[t] = n
             plan.cache_bytes += n * feature_row_bytes[t] + pos_map
+    _fit_ranking(plan, feature_rows)
     return plan
+
+
+def ranking_bytes(policy: str, cache_rows: dict[str, int], feature_rows: dict[str, int]) -> int:
+    """Peak bytes of ranking the rows of the cached types by ``policy``
+    (:data:`RANK_ROW_BYTES` a row, 8 a chosen row)."""
+    return sum(RANK_ROW_BYTES[policy] * feature_rows[t] + 8 * k for t, k in cache_rows.items())
+
+
+def _fit_ranking(plan: LoaderPlan, feature_rows: dict[str, int]) -> None:
+    """The ranking runs before the cache is made, in the bytes the cache will take: when
+    ``plan.cache_policy`` needs more, rank by degree (one array a row) if that fits, else
+    plan no cache (a cache a few percent of a row each cannot be ranked in its own bytes)."""
+    if not plan.cache_rows or plan.cache_policy not in RANK_ROW_BYTES:
+        return
+    need = ranking_bytes(plan.cache_policy, plan.cache_rows, feature_rows)
+    if need <= plan.cache_bytes:
+        return
+    cheap = ranking_bytes("degree", plan.cache_rows, feature_rows)
+    if cheap <= plan.cache_bytes:
+        plan.notes.append(f"{plan.cache_policy} ranking would hold {format_bytes(need)}, more "
+                          f"than the cache's {format_bytes(plan.cache_bytes)}: ranked by degree")
+        plan.cache_policy = "degree"
+        return
+    plan.notes.append(f"no cache: ranking its rows would hold {format_bytes(cheap)}, more than "
+                      f"the cache's {format_bytes(plan.cache_bytes)}")
+    plan.cache_rows, plan.cache_bytes = {}, 0
 
 
 

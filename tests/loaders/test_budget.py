@@ -99,6 +99,31 @@ def test_cgroup_v2_limit(tmp_path):
     assert cgroup_memory_limit(str(tmp_path / "missing"), str(cg)) is None
 
 
+def test_the_ranking_is_planned_in_the_cache_bytes():
+    """Ranking the cached types' rows runs before the cache is made, in its bytes: 16 bytes a
+    row (presample: int32 counts and degrees, float64 scores) or 4 (degree) plus 8 a chosen
+    row; a plan whose cache cannot hold the presample ranking ranks by degree (issue 23
+    item 6: 512 MiB of ranking arrays on an 8M-row store given 300 MiB)."""
+    MiB = 1 << 20
+    n = 8_000_000
+    common = dict(budget_source="test", feature_row_bytes={"p": 256}, feature_rows={"p": n},
+                  topology_bytes=0, num_nodes={"p": n}, batch_rows={"p": 1000},
+                  edges_per_batch=10_000, batches_in_flight=1, subgraphs_in_flight=1,
+                  topology="mmap")
+    fixed = plan_loader(budget=4 << 30, cache=None, **common)
+    base = fixed.planned_bytes - fixed.margin  # the working memory, no cache
+    for cache_mib, policy in ((400, "presample"), (60, "degree"), (2, "degree")):
+        budget = base + 64 * MiB + 4 * n + cache_mib * MiB  # margin, position map, rows
+        plan = plan_loader(budget=budget, **common)
+        k = plan.cache_rows["p"]
+        assert plan.cache_policy == policy and k > 0
+        per_row = {"presample": 16, "degree": 4}[policy]
+        assert per_row * n + 8 * k <= plan.cache_bytes  # by hand: the ranking fits
+        if policy == "degree":  # and presample's would not have
+            assert 16 * n + 8 * k > plan.cache_bytes and "ranked by degree" in str(plan)
+        assert plan.planned_bytes <= budget
+
+
 def test_plan_arithmetic_by_hand():
     MiB = 1 << 20
     common = dict(budget_source="test", feature_row_bytes={"p": 1536, "a": 512},

@@ -14,7 +14,7 @@ from loaders import NeighborLoader, NeighborSampler
 from loaders.memory.budget import MARGIN_MIN
 from graph_helpers import probe_plan, resident_topology_bytes
 from loaders.memory.cache import (FeatureCache, count_rows, degree_counts, presample_counts,
-                           presample_scores, rank_rows)
+                           presample_scores, rank_rows, row_order)
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +186,25 @@ def test_presample_scores_shrink_towards_the_degree_bin_mean():
     assert np.allclose(got, want)
     # a row never seen but of a well-used degree bin outranks a row seen once by chance
     assert got[3] > got[5] - 2.0 and rank_rows(got, 3).tolist() == [1, 2, 4]
+
+
+def test_rank_rows_is_the_first_k_of_row_order_without_a_sort():
+    """The radix select against the sort it replaces (many ties, negative and float scores,
+    with and without a tiebreak, every k), and presample_scores against NumPy's formula."""
+    rng = np.random.default_rng(0)
+    for trial in range(240):
+        n = int(rng.integers(1, 300))
+        c = [rng.integers(0, 5, n), rng.integers(-3, 3, n), rng.random(n).round(1) * 3 - 1,
+             rng.integers(0, 2**40, n)][trial % 4]
+        tie = None if trial % 3 == 0 else rng.integers(-2, 4, n)
+        for k in (0, 1, n // 3, n - 1, n, int(rng.integers(0, n + 1))):
+            want = np.sort(row_order(c, tie)[:k])
+            assert np.array_equal(rank_rows(c, k, tie), want), (trial, k)
+        counts, deg = rng.integers(0, 50, n), rng.integers(0, 10**6, n)
+        b = np.floor(np.log2(deg.astype(np.float64) + 1.0) * 4).astype(np.int64)
+        prior = np.bincount(b, weights=counts) / np.maximum(np.bincount(b), 1)
+        np.testing.assert_allclose(presample_scores(counts, deg), counts + 2.0 * prior[b],
+                                   rtol=0, atol=1e-9)
 
 
 @pytest.mark.parametrize("read_path", ["direct", "dontneed"])
