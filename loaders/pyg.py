@@ -207,18 +207,28 @@ class NeighborSampler(BaseSampler):
     epoch with worker processes: workers start from the parent's copy every epoch, so without
     it every epoch repeats the same draws (in one process the draws go on across epochs).
 
+    ``disjoint=True``: one tree per seed, as PyG's own sampler with pyg-lib (the output's
+    ``batch`` gives each node's seed index, which ``NodeLoader`` puts in ``data.batch``);
+    node batches only (:meth:`sample_from_edges` refuses it).
+
     Temporal sampling is not supported: a ``NodeLoader`` given ``input_time`` raises
     :class:`~loaders.errors.UnsupportedArgumentError` at the first batch.
     """
 
     def __init__(self, store, num_neighbors, *, replace: bool = False, seed: int = 0,
-                 num_threads: int | None = None):
-        self.core = _CoreSampler(store, num_neighbors, replace=replace, num_threads=num_threads)
+                 num_threads: int | None = None, disjoint: bool = False):
+        self.core = _CoreSampler(store, num_neighbors, replace=replace, num_threads=num_threads,
+                                 disjoint=disjoint)
         self.seed, self.epoch = seed, 0
         self._calls = 0
         self._lock = forksafe.Lock()  # pickles as a new lock; a forked worker's is unlocked
         g = self.core.graph
         self.homogeneous = len(g.node_types) == 1 and len(g.edge_types) == 1
+
+    @property
+    def disjoint(self) -> bool:
+        """One tree per seed (PyG's ``disjoint``)."""
+        return self.core.disjoint
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next batches those of ``epoch`` (call before each epoch)."""
@@ -252,7 +262,8 @@ class NeighborSampler(BaseSampler):
         if self.homogeneous:
             (t,), (et,) = sub.node.keys(), sub.row.keys()
             return SamplerOutput(node=_t(sub.node[t]), row=_t(sub.row[et]), col=_t(sub.col[et]),
-                                 edge=_t(sub.edge[et]), batch=None,
+                                 edge=_t(sub.edge[et]),
+                                 batch=None if sub.batch is None else _t(sub.batch[t]),
                                  num_sampled_nodes=sub.num_sampled_nodes[t],
                                  num_sampled_edges=sub.num_sampled_edges[et], metadata=meta)
         key = tuple
@@ -260,7 +271,8 @@ class NeighborSampler(BaseSampler):
             node={t: _t(v) for t, v in sub.node.items()},
             row={key(et): _t(v) for et, v in sub.row.items()},
             col={key(et): _t(v) for et, v in sub.col.items()},
-            edge={key(et): _t(v) for et, v in sub.edge.items()}, batch=None,
+            edge={key(et): _t(v) for et, v in sub.edge.items()},
+            batch=None if sub.batch is None else {t: _t(v) for t, v in sub.batch.items()},
             num_sampled_nodes=dict(sub.num_sampled_nodes),
             num_sampled_edges={key(et): v for et, v in sub.num_sampled_edges.items()},
             metadata=meta)
@@ -274,6 +286,10 @@ class NeighborSampler(BaseSampler):
             raise UnsupportedArgumentError(
                 "Expected no edge_label_time: loaders.pyg.NeighborSampler does not sample "
                 "temporally. Got times for the seed edges instead.")
+        if self.core.disjoint:
+            raise UnsupportedArgumentError(
+                "Expected a loaders.pyg.NeighborSampler with disjoint=False for link batches. "
+                "Got disjoint=True instead: per-seed trees are supported for node batches.")
         g = self.core.graph
         et = EdgeType(*index.input_type) if index.input_type is not None else g.edge_types[0]
         neg = NegativeSampling.parse(neg_sampling, None)

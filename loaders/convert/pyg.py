@@ -3,8 +3,9 @@
 :func:`to_pyg` converts a :class:`~loaders.sample.sampler.MiniBatch` into ``Data`` (one node
 and edge type) or ``HeteroData`` with ``x``, ``y``, ``edge_index``, ``n_id``, ``e_id``,
 ``batch_size``, ``input_id``, ``num_sampled_nodes`` and ``num_sampled_edges``, so
-``trim_to_layer`` works. As in PyG, ``y`` holds the label of every sampled node of each node
-type that has labels (``MiniBatch.y_all``), so the seeds' labels are ``y[:batch_size]``.
+``trim_to_layer`` works; a disjoint batch also ``batch`` (each node's seed index, as PyG).
+As in PyG, ``y`` holds the label of every sampled node of each node type that has labels
+(``MiniBatch.y_all``), so the seeds' labels are ``y[:batch_size]``.
 
 This module imports torch_geometric; :mod:`loaders.convert` imports it only when a loader
 asks for ``output="pyg"``. The PyG-facing shims over the loader are in :mod:`loaders.pyg`.
@@ -61,12 +62,16 @@ def to_pyg(mb: MiniBatch) -> Data | HeteroData:
             d[name] = v
         if isinstance(mb, HomogeneousBatch):  # the relational view: types per node and edge
             d.node_type, d.edge_type = mb.node_type, mb.edge_type
+        if sub.batch is not None:  # disjoint: each node's seed index
+            d.batch = to_tensor(sub.batch[t], dev)
         return d
     h = HeteroData()
     for t, ids in sub.node.items():
         h[t].n_id = to_tensor(ids, dev)
         h[t].num_nodes = int(ids.shape[0])
         h[t].num_sampled_nodes = list(sub.num_sampled_nodes[t])
+        if sub.batch is not None:
+            h[t].batch = to_tensor(sub.batch[t], dev)
         if t in mb.x:
             h[t].x = mb.x[t]
         if t in mb.y_all:

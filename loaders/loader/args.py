@@ -150,8 +150,6 @@ _REFUSED: dict[str, tuple[tuple, str]] = {
     "time_attr": ((None,), "temporal sampling is not supported. Drop time_attr"),
     "temporal_strategy": (("uniform",), "temporal sampling is not supported"),
     "weight_attr": ((None,), "sampling is uniform; weighted sampling is not supported"),
-    "disjoint": ((False,), "disjoint=True (one tree per seed) is not supported: seeds share "
-                           "sampled nodes. Our batches match PyG's disjoint=False"),
     "subgraph_type": (("directional",), "only 'directional' subgraphs (the sampled edges) are "
                                         "returned; 'bidirectional'/'induced' are not supported"),
     "directed": ((True,), "directed=False (the induced subgraph) is not supported; the "
@@ -273,8 +271,15 @@ def _check_int(name: str, v, lo: int, none_ok: bool = False) -> None:
                                   f"{' or None' if none_ok else ''}. Got {v!r} instead.")
 
 
-def check_args(*, rank, world_size, cache, topology, num_threads, **ints) -> None:
-    """The loader's integer arguments, ``rank < world_size``, ``cache`` and ``topology``."""
+def check_args(*, rank, world_size, cache, topology, num_threads, disjoint=(False, "raw"),
+               **ints) -> None:
+    """The loader's integer arguments, ``rank < world_size``, ``cache``, ``topology`` and
+    ``disjoint`` (``(disjoint, output)``: not with DGL's blocks)."""
+    if disjoint[1] == "dgl" and disjoint[0]:
+        raise UnsupportedArgumentError(
+            "Expected disjoint=False with output='dgl' (DGL's blocks dedupe nodes across "
+            "seeds; DGL has no per-seed trees). Got disjoint=True instead: use "
+            "output='pyg' or 'raw' for one tree per seed.")
     lows = {"batch_size": 1, "prefetch": 1, "staging_bytes": 1, "batches_in_flight": 1,
             "presample_epochs": 0, "seed": 0}
     for name, v in ints.items():

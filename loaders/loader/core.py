@@ -100,6 +100,9 @@ class NeighborLoader:
         on the homogenised graph draws). Default: ``"node"`` with ``homogeneous``, else
         ``"edge_type"``. See :class:`loaders.sample.sampler.NeighborSampler`, also for
         ``sampling="uniform"|"labor"`` (opt-in, fewer rows per batch) and ``layer_dependency``.
+    disjoint
+        PyG's ``disjoint=True``: one tree per seed (``n_id`` repeats shared nodes), and
+        ``batch.batch``, each node's seed index (``subgraph.batch`` raw). Not for DGL/links.
     dtype
         Cast features to this floating dtype on their way into the batch (``torch.float32``,
         ``np.float32`` or ``"float32"``): an fp16 store reaches an fp32 model without a pass
@@ -111,10 +114,9 @@ class NeighborLoader:
         ``device`` always go through pinned buffers).
     **kwargs
         PyG's ``NeighborLoader``/PyTorch ``DataLoader`` and DGL ``DataLoader`` keywords: a
-        no-op value (``num_workers=0``, ``directed=True``, ``subgraph_type="directional"``,
-        ``disjoint=False``, ``filter_per_worker``...) is accepted; anything else raises
-        :class:`~loaders.errors.UnsupportedArgumentError` naming our equivalent
-        (``num_workers=4`` -> ``num_threads=``/``prefetch=``; see ``docs/compat.md``).
+        no-op value (``num_workers=0``, ``directed=True``, ``filter_per_worker``...) is
+        accepted; anything else raises :class:`~loaders.errors.UnsupportedArgumentError`
+        naming our equivalent (``num_workers=4`` -> ``num_threads=``; see docs/compat.md).
     batch_size, shuffle, drop_last
         As in PyTorch's ``DataLoader``; the order of each epoch comes from ``(seed, epoch)``.
     seed
@@ -196,7 +198,8 @@ class NeighborLoader:
                  transform: Callable[[Any], Any] | None = None, pin_memory: bool = False,
                  dtype=None, homogeneous: bool = False, fanout_per: str | None = None,
                  attrs=None, edge_attrs=None, gpu_cache_bytes: int | str = 0,
-                 sampling: str = "uniform", layer_dependency: bool = False, **kwargs):
+                 sampling: str = "uniform", layer_dependency: bool = False,
+                 disjoint: bool = False, **kwargs):
         # a PyG/DGL-like view (loaders.datasets.views) stands for its store and names its output
         output = output or getattr(store, "default_output", "raw")
         pyg_view = getattr(store, "default_output", None) == "pyg"
@@ -216,7 +219,7 @@ class NeighborLoader:
         check_args(batch_size=batch_size, prefetch=prefetch, num_threads=num_threads,
                    staging_bytes=staging_bytes, rank=rank, world_size=world_size,
                    batches_in_flight=batches_in_flight, presample_epochs=presample_epochs,
-                   seed=seed, cache=cache, topology=topology)
+                   seed=seed, cache=cache, topology=topology, disjoint=(disjoint, output))
         self.rank, self.world_size = int(rank), int(world_size)
         self.store = store
         self._set_inputs(input_nodes)
@@ -225,7 +228,7 @@ class NeighborLoader:
         self.sampler_options = dict(
             num_neighbors=num_neighbors, replace=replace, num_threads=num_threads,
             fanout_per=fanout_per or ("node" if homogeneous else "edge_type"),
-            sampling=sampling, layer_dependency=layer_dependency)
+            sampling=sampling, layer_dependency=layer_dependency, disjoint=disjoint)
         self.sampler = NeighborSampler(store, topology=topology or "mmap",
                                        **self.sampler_options)
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last

@@ -167,6 +167,11 @@ class LinkNeighborLoader(NeighborLoader):
     def __init__(self, store, num_neighbors, edge_label_index=None, edge_label=None, *,
                  neg_sampling=None, neg_sampling_ratio=None, exclude: str | None = None,
                  reverse_edge_type=None, **kwargs):
+        if kwargs.get("disjoint", False) is not False:
+            raise UnsupportedArgumentError(
+                f"Expected disjoint=False for link batches (their endpoints share one sampled "
+                f"graph). Got disjoint={kwargs['disjoint']!r} instead: per-seed trees are "
+                "supported by NeighborLoader (node batches) only.")
         if "input_nodes" in kwargs:
             raise UnsupportedArgumentError("Expected edge_label_index for link batches. Got "
                                            "input_nodes instead (a node-level argument).")

@@ -89,7 +89,7 @@ def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epoch
         resident_topology_bytes=resident[0], topology_bits=resident[1],
         inputs_bytes=order_bytes(ld.input_nodes.shape[0]),  # the inputs are held already
         edge_row_bytes=gather.edge_attrs.row_bytes(),
-        num_nodes=dict(g.num_nodes), cache=policy,
+        num_nodes=dict(g.num_nodes), cache=policy, disjoint=ld.sampler.disjoint,
         topology="memory" if topology == "packed" else topology,
         **loader_plan_inputs(gather.features, cuda=ld.device.type == "cuda",
                              staging_bytes=staging_bytes, prefetch=ld.prefetch,
@@ -144,13 +144,16 @@ def max_batch_seeds(ld) -> dict[str, int]:
 
 def _bound(ld, row_bytes: dict) -> tuple[dict[str, int], int]:
     """A bound without sampling: every type at its most rows per batch, and edges, from the
-    most seed nodes a batch has (:func:`max_batch_seeds`: a link batch's endpoints)."""
+    most seed nodes a batch has (:func:`max_batch_seeds`: a link batch's endpoints). A type's
+    node count bounds its rows unless the sampler is disjoint (a node once per tree)."""
     g, mult, fan = ld.sampler.graph, 1, ld.sampler.fanouts
+    disjoint = ld.sampler.disjoint
     for layer in range(fan.num_layers):
         widest = max(abs(v[layer]) if v[layer] >= 0 else 10**9 for v in fan.per_etype.values())
         mult *= 1 + max(widest, 0)
     seeds = sum(max_batch_seeds(ld).values())
-    bound = {t: min(n, seeds * mult) for t, n in g.num_nodes.items() if t in row_bytes}
+    bound = {t: seeds * mult if disjoint else min(n, seeds * mult)
+             for t, n in g.num_nodes.items() if t in row_bytes}
     return bound, seeds * mult * max(len(g.edge_types), 1)
 
 

@@ -56,6 +56,9 @@ MARGIN_SHARE = 0.03
 MARGIN_MIN = 64 << 20
 #: a batch buffer holds this many times the most distinct rows seen in the sampled batches
 ROWS_HEADROOM = 1.05
+#: a disjoint sampler's hash id maps per row and sampled edge, at most: keys and values
+#: (2 x 8 bytes, twice the entries, rounded up to a power of two) plus nodes and slots
+DISJOINT_MAP_BYTES = 96
 
 
 def parse_size(size) -> int:
@@ -190,6 +193,13 @@ class LoaderPlan:
         return self.table()
 
 
+def _sampler_bytes(subgraphs: int, edges: int, rows: int, num_nodes: dict, disjoint: bool) -> int:
+    """The sampler's share of :func:`plan_loader`: subgraphs in flight and id maps."""
+    if disjoint:  # node ids and seed indices; hash id maps instead of dense ones
+        return subgraphs * (edges * 40 + rows * 16) + DISJOINT_MAP_BYTES * (rows + edges)
+    return subgraphs * (edges * 40 + rows * 8) + 4 * sum(num_nodes.values())
+
+
 def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str, int],
                 feature_rows: dict[str, int], topology_bytes: int, batch_rows: dict[str, int],
                 edges_per_batch: int, num_nodes: dict[str, int], batches_in_flight: int = 2,
@@ -198,7 +208,7 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
                 sampled_batches: int = 0, inputs_bytes: int = 0, edge_row_bytes: int = 0,
                 batch_row_bytes: dict[str, int] | None = None,
                 resident_topology_bytes: int | None = None,
-                topology_bits: int = 0) -> LoaderPlan:
+                topology_bits: int = 0, disjoint: bool = False) -> LoaderPlan:
     """Spend ``budget`` bytes (see the module doc). All arithmetic is here, on plain numbers:
 
     * batch bytes = sum over types of ``ceil(ROWS_HEADROOM * batch_rows[t]) * row_bytes[t]``,
@@ -206,7 +216,9 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
       (the loader's ``dtype=``: an fp16 store's rows are twice as wide in an fp32 batch);
     * sampler = ``subgraphs_in_flight * (edges * 40 + rows * 8)`` (sampled edges as
       ``row, col, edge`` int64 plus the PyG/DGL edge tensors; node ids) plus the sampling
-      thread's dense id maps (``4 * num_nodes`` per type);
+      thread's dense id maps (``4 * num_nodes`` per type); ``disjoint`` (one tree per seed):
+      ``rows * 16`` per subgraph (node ids and seed indices) and hash id maps of
+      ``DISJOINT_MAP_BYTES * (rows + edges)`` instead;
     * reader = ``scratch_bytes`` (the reader threads' aligned scratch);
     * edge rows = ``edges * edge_row_bytes`` per batch (the sampled edges' ``edge_attrs``),
       times ``max(1, batches_in_flight)``;
@@ -223,8 +235,8 @@ def plan_loader(*, budget: int, budget_source: str, feature_row_bytes: dict[str,
     brb = batch_row_bytes or feature_row_bytes
     batch_bytes = sum(n * brb[t] for t, n in batch_rows.items())
     rows_total = sum(batch_rows.values())
-    sampler = (subgraphs_in_flight * (edges_per_batch * 40 + rows_total * 8)
-               + 4 * sum(num_nodes.values()))
+    sampler = _sampler_bytes(subgraphs_in_flight, edges_per_batch, rows_total, num_nodes,
+                             disjoint)
     margin = max(MARGIN_MIN, int(MARGIN_SHARE * budget))
     feature_bytes = sum(feature_row_bytes[t] * feature_rows[t] for t in feature_row_bytes)
     edge_bytes = int(edges_per_batch) * int(edge_row_bytes)

@@ -225,6 +225,33 @@ def union_pick(offsets, rel, pos, r, starts, indices, src, eid, dst):
     return m
 
 
+# -- disjoint mode: one tree per seed -----------------------------------------------------------
+@numba.njit(nogil=True, cache=True, inline="always")
+def _pair_one(src, dst, owner, n, e):
+    src[e] = owner[dst[e]] * n + src[e]
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _pairs_par(src, dst, owner, n):
+    for e in numba.prange(src.shape[0]):
+        _pair_one(src, dst, owner, n, e)
+
+
+@numba.njit(nogil=True, cache=True)
+def _pairs_ser(src, dst, owner, n):
+    for e in range(src.shape[0]):
+        _pair_one(src, dst, owner, n, e)
+
+
+def pair_keys(src, dst, owner, n: int) -> np.ndarray:
+    """``src`` made, in place, the key ``owner[dst] * n + src`` of each sampled source: its
+    seed index (that of its destination, ``owner`` per frontier node) and its id among ``n``
+    nodes, which :func:`dedup` then dedupes per seed (``disjoint=True``)."""
+    fn = _pairs_par if src.shape[0] >= PARALLEL_MIN and _parallel_ok() else _pairs_ser
+    fn(src, dst, owner, np.int64(n))
+    return src
+
+
 @numba.njit(nogil=True, cache=True)
 def dedup_direct(src, local_of, nodes, count, local):
     """:func:`dedup` with a dense ``local_of`` array (``-1`` = unseen) instead of a hash table."""

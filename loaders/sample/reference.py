@@ -67,8 +67,10 @@ def _union_picks(g, fan, groups, nodes, lo, start, layer, key, replace) -> dict:
 
 def reference_sample(graph, num_neighbors, seeds, seed_type: str | None = None, *,
                      replace: bool = False, seed: int = 0, epoch: int = 0, batch: int = 0,
-                     input_id=None, fanout_per: str = "edge_type") -> SampledSubgraph:
-    """Sample like :meth:`NeighborSampler.sample`, one node at a time in Python."""
+                     input_id=None, fanout_per: str = "edge_type",
+                     disjoint: bool = False) -> SampledSubgraph:
+    """Sample like :meth:`NeighborSampler.sample`, one node at a time in Python
+    (``disjoint``: nodes keyed by ``(seed index, node)``, as PyG's ``disjoint=True``)."""
     g = CSCGraph.of(graph)
     fan = Fanouts.parse(num_neighbors, g.edge_types)
     groups = union_groups(g, fan, fanout_per)
@@ -77,10 +79,12 @@ def reference_sample(graph, num_neighbors, seeds, seed_type: str | None = None, 
     seeds = [int(s) for s in np.asarray(seeds).reshape(-1)]
     key = batch_key(seed, epoch, batch)
     nodes = {t: [] for t in g.node_types}
+    owner = {t: [] for t in g.node_types}  # the seed index of each node's tree (disjoint)
     local = {t: {} for t in g.node_types}
-    for s in seeds:
-        local[seed_type].setdefault(s, len(nodes[seed_type]))
+    for b, s in enumerate(seeds):
+        local[seed_type].setdefault((b, s) if disjoint else s, len(nodes[seed_type]))
         nodes[seed_type].append(s)
+        owner[seed_type].append(b)
     hop = {t: [len(nodes[t])] for t in g.node_types}
     lo = {t: 0 for t in g.node_types}
     rows = {et: [] for et in g.edge_types}
@@ -106,10 +110,13 @@ def reference_sample(graph, num_neighbors, seeds, seed_type: str | None = None, 
             for i, pos in picks:
                 e = int(indptr[nodes[et.dst][a + i]]) + pos
                 u = int(indices[e])
-                if u not in local[et.src]:
-                    local[et.src][u] = len(nodes[et.src])
+                b = owner[et.dst][a + i]
+                k = (b, u) if disjoint else u
+                if k not in local[et.src]:
+                    local[et.src][k] = len(nodes[et.src])
                     nodes[et.src].append(u)
-                rows[et].append(local[et.src][u])
+                    owner[et.src].append(b)
+                rows[et].append(local[et.src][k])
                 cols[et].append(a + i)
                 eids[et].append(e)
                 nse[et][layer] += 1
@@ -124,4 +131,5 @@ def reference_sample(graph, num_neighbors, seeds, seed_type: str | None = None, 
         seed_type, {t: arr(v) for t, v in nodes.items()},
         {et: arr(v) for et, v in rows.items()}, {et: arr(v) for et, v in cols.items()},
         {et: arr(v) for et, v in eids.items()}, hop, nse, len(seeds),
-        arr(range(len(seeds))) if input_id is None else arr(input_id))
+        arr(range(len(seeds))) if input_id is None else arr(input_id),
+        batch={t: arr(v) for t, v in owner.items()} if disjoint else None)

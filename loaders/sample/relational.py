@@ -146,7 +146,8 @@ class HomogeneousView:
             seed_type=NTYPE, node={NTYPE: n_id}, row={ETYPE: row}, col={ETYPE: col},
             edge={ETYPE: eid}, num_sampled_nodes={NTYPE: cn.sum(axis=1).tolist()},
             num_sampled_edges={ETYPE: ce.sum(axis=1).tolist()}, batch_size=sub.batch_size,
-            input_id=sub.input_id)
+            input_id=sub.input_id, batch=None if sub.batch is None else {NTYPE: _place(
+                sub.batch, where, n)})
         x = mb.x[NTYPE] if NTYPE in mb.x else _scatter(mb.x, where, n, dev)
         y_all = _scatter(mb.y_all, where, n, dev, fill=-1)
         return HomogeneousBatch(
@@ -257,6 +258,14 @@ class HomogeneousGraph:
                 f"{ids.max() if ids.size else '-'}] instead.")
         k = int(kind[0])
         return self.node_types[k], ids - self.offsets[k]
+
+
+def _place(per_type: dict, where: dict, n: int) -> np.ndarray:
+    """One int64 array of ``n`` with each type's values at their homogeneous positions."""
+    out = np.empty(n, np.int64)
+    for t, pos in where.items():
+        out[pos] = per_type.get(t, np.zeros(0, np.int64))
+    return out
 
 
 def _scatter(per_type: dict, where: dict, n: int, device, fill=None):

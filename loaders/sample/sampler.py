@@ -64,6 +64,10 @@ class SampledSubgraph:
         ``None``, or a link batch's fields: ``edge_type``, ``input_id`` (positions of the seed
         edges), ``edge_label_index`` and ``edge_label``, or ``src_index``, ``dst_pos_index`` and
         ``dst_neg_index`` (triplets), all in local ids of ``node``.
+    batch
+        ``None``, or with ``disjoint=True`` (one tree per seed), per node type the index in
+        the batch of the seed whose tree each node of ``node`` belongs to (PyG's ``batch``);
+        ``node`` then repeats a node once per tree holding it.
     """
 
     seed_type: str
@@ -77,6 +81,8 @@ class SampledSubgraph:
     input_id: np.ndarray
     #: a link batch's fields (``edge_label_index``... in local ids; :mod:`loaders.loader.link`)
     link: dict | None = None
+    #: ``disjoint=True``: per node type, the seed index of each node's tree
+    batch: dict[str, np.ndarray] | None = None
 
     @property
     def seeds(self) -> np.ndarray:
@@ -256,12 +262,13 @@ DIRECT_MAP_BYTES = 64 << 20
 
 
 class _Table:
-    """Per node type: the growing node list and the global id -> local id map."""
+    """Per node type: the growing node list and the global id -> local id map (``hashed``:
+    always a hash table, for keys beyond the node ids: disjoint mode's ``(seed, node)``)."""
 
-    def __init__(self, num_nodes: int, cap: int = 1 << 12):
+    def __init__(self, num_nodes: int, cap: int = 1 << 12, hashed: bool = False):
         self.nodes = np.empty(cap, np.int64)
         self.count = 0
-        self.direct = num_nodes * 4 <= DIRECT_MAP_BYTES
+        self.direct = not hashed and num_nodes * 4 <= DIRECT_MAP_BYTES
         if self.direct:
             self.local_of = np.full(num_nodes, -1, np.int32)
         else:
@@ -361,6 +368,12 @@ class NeighborSampler:
     layer_dependency
         With ``sampling="labor"``: one variate per source node for all layers of a batch
         (GraphBolt's ``layer_dependency``), so the layers pick alike too; else one per layer.
+    disjoint
+        PyG's ``disjoint=True``: every seed gets its own tree. Nodes are deduplicated per
+        ``(seed index, node)`` pair, not globally, so ``node`` may repeat a node (once per
+        tree holding it), edges never join two trees, and the subgraph's ``batch`` gives each
+        node's seed index. Draws stay a function of ``(seed, epoch, batch)`` and the frontier
+        position. Not with ``sampling="labor"`` or ``more_seeds`` (link batches).
 
     Example::
 
@@ -371,7 +384,7 @@ class NeighborSampler:
     def __init__(self, graph, num_neighbors, *, replace: bool = False,
                  num_threads: int | None = None, topology: str = "mmap",
                  fanout_per: str = "edge_type", sampling: str = "uniform",
-                 layer_dependency: bool = False):
+                 layer_dependency: bool = False, disjoint: bool = False):
         if sampling not in ("uniform", "labor"):
             raise LoaderArgumentError(f"Expected sampling 'uniform' or 'labor'. Got "
                                       f"{sampling!r} instead.")
@@ -381,7 +394,14 @@ class NeighborSampler:
         if layer_dependency and sampling != "labor":
             raise LoaderArgumentError("Expected sampling='labor' with layer_dependency=True "
                                       f"(a LABOR option). Got sampling={sampling!r}.")
+        if not isinstance(disjoint, (bool, np.bool_)):
+            raise LoaderArgumentError(f"Expected disjoint True or False. Got {disjoint!r} "
+                                      "instead.")
+        if disjoint and sampling == "labor":
+            raise LoaderArgumentError("Expected sampling='uniform' with disjoint=True (one "
+                                      "tree per seed). Got sampling='labor' instead.")
         self.sampling, self.layer_dependency = sampling, bool(layer_dependency)
+        self.disjoint = bool(disjoint)
         self.graph = CSCGraph.of(graph, topology)
         # pickling reopens the topology from the store (never ships memory maps)
         self._source = None if isinstance(graph, CSCGraph) else (graph, topology)
@@ -418,7 +438,8 @@ class NeighborSampler:
     def _tables(self) -> dict[str, _Table]:
         t = getattr(self._local, "tables", None)
         if t is None:
-            t = self._local.tables = {nt: _Table(n) for nt, n in self.graph.num_nodes.items()}
+            t = self._local.tables = {nt: _Table(n, hashed=self.disjoint)
+                                      for nt, n in self.graph.num_nodes.items()}
         return t
 
     def sample(self, seeds, seed_type: str | None = None, *, seed: int = 0, epoch: int = 0,
@@ -444,6 +465,15 @@ class NeighborSampler:
         seeds = np.ascontiguousarray(seeds, dtype=np.int64)
         input_id = (np.arange(seeds.shape[0], dtype=np.int64) if input_id is None
                     else np.asarray(input_id, dtype=np.int64))
+        if self.disjoint:
+            if more_seeds:
+                raise LoaderArgumentError(f"Expected no more_seeds with disjoint=True (trees "
+                                          f"grow from one seed type). Got {list(more_seeds)}.")
+            widest = max(g.num_nodes.values())
+            if seeds.shape[0] * widest >= 2**63:
+                raise LoaderArgumentError(f"Expected batch size x nodes per type below 2**63 "
+                                          f"with disjoint=True. Got {seeds.shape[0]} x "
+                                          f"{widest} instead.")
         more = {}
         for t, ids in (more_seeds or {}).items():
             if t == seed_type or t not in g.num_nodes:
@@ -457,8 +487,14 @@ class NeighborSampler:
     def _sample(self, seeds, seed_type, key, input_id, more=None) -> SampledSubgraph:
         g, L = self.graph, self.fanouts.num_layers
         tables = self._tables()
+        # disjoint: the tables hold keys seed index * n + node (n: nodes of the type)
+        n_of = {t: max(int(n), 1) for t, n in g.num_nodes.items()} if self.disjoint else None
         try:
-            tables[seed_type].insert_seeds(seeds)
+            if self.disjoint:
+                tables[seed_type].insert_seeds(
+                    np.arange(seeds.shape[0], dtype=np.int64) * n_of[seed_type] + seeds)
+            else:
+                tables[seed_type].insert_seeds(seeds)
             for t, ids in (more or {}).items():
                 tables[t].insert_seeds(ids)
             hop = {t: [tables[t].count] for t in g.node_types}
@@ -468,7 +504,12 @@ class NeighborSampler:
             for layer in range(L):
                 start = {t: tables[t].count for t in g.node_types}
                 front = {t: tables[t].nodes[lo[t]:start[t]] for t in g.node_types}
+                if self.disjoint:  # (seed index, node id) of each frontier node
+                    owner = {t: np.divmod(k, n_of[t]) for t, k in front.items()}
+                    front = {t: v[1] for t, v in owner.items()}
                 for et, (src, eid, dst) in self._draw_layer(front, layer, key).items():
+                    if self.disjoint:
+                        K.pair_keys(src, dst, owner[et.dst][0], n_of[et.src])
                     row = tables[et.src].dedup(src)
                     dst += lo[et.dst]
                     nse[et][layer] = src.shape[0]
@@ -482,12 +523,17 @@ class NeighborSampler:
         finally:
             for t in tables.values():
                 t.reset()
+        batch = None
+        if self.disjoint:
+            split = {t: np.divmod(k, n_of[t]) for t, k in node.items()}
+            batch = {t: v[0] for t, v in split.items()}
+            node = {t: v[1] for t, v in split.items()}
         cat = _concat
         row = {et: cat(p[0]) for et, p in parts.items()}
         col = {et: cat(p[1]) for et, p in parts.items()}
         edge = {et: cat(p[2]) for et, p in parts.items()}
         return SampledSubgraph(seed_type, node, row, col, edge, hop, nse,
-                               int(seeds.shape[0]), input_id)
+                               int(seeds.shape[0]), input_id, batch=batch)
 
     def _draw_layer(self, front, layer: int, key: int) -> dict:
         """Per edge type (in the graph's order): ``(src, eid, dst)`` drawn for the frontiers

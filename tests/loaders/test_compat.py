@@ -106,7 +106,6 @@ def test_dgl_order_samples_like_the_reversed_pyg_list(homo_store):
 
 # -- 5. PyG's and DGL's loader keywords -----------------------------------------------------
 REFUSED = {
-    "disjoint": (True, "disjoint=False"),
     "subgraph_type": ("induced", "directional"), "directed": (False, "directed=True"),
     "time_attr": ("year", "temporal"), "input_time": (torch.zeros(3), "temporal"),
     "weight_attr": ("w", "uniform"), "custom_cls": (dict, "transform="),
