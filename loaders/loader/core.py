@@ -136,15 +136,12 @@ class NeighborLoader:
         Name of the feature to gather per node type (types without it get none); ``None``
         gathers none.
     labels
-        Attach labels (store value ``label``) when present: for every sampled node of each
-        node type that has them (PyG's ``y``, whose first ``batch_size`` rows are the seeds';
-        ``MiniBatch.y_all``), and the seeds' (``MiniBatch.y``, DGL's ``label``). One
-        vectorised lookup of the label array per node type and batch.
+        Attach labels (store value ``label``) when present, for every sampled node of a
+        labelled type (PyG's ``y``, seeds first; ``MiniBatch.y_all``) and the seeds
+        (``MiniBatch.y``, DGL's ``label``).
     staging_bytes
-        Rows are gathered in chunks of this size. With a CUDA device each chunk goes through
-        one of two pinned staging buffers to the GPU, so host memory for features stays
-        bounded however large a batch is; on the CPU the chunks bound the reader's scratch
-        memory.
+        Rows are gathered in chunks of this size: with CUDA through one of two pinned
+        staging buffers (host memory stays bounded); on the CPU it bounds reader scratch.
     topology
         ``"mmap"`` (the CSC memory-mapped), ``"memory"`` (copied into the process) or
         ``"packed"`` (copied, ids in ``ceil(log2 N)`` bits). Default: mapped, unless the plan
