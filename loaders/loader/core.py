@@ -34,7 +34,7 @@ from loaders.errors import LoaderArgumentError
 from loaders.loader.args import check_args, check_feature, fanouts, peer_options
 from loaders.loader.gather import BatchGather, DeviceSink, HostSink
 from loaders.loader.pipeline import Pipeline
-from loaders.loader.planning import build_gpu_tiers, plan_memory
+from loaders.loader.planning import build_gpu_tiers, plan_memory, resident_topology
 from loaders.loader.stats import LoaderStats
 from loaders.memory.budget import LoaderPlan, parse_size
 from loaders.memory.cache import FeatureCache
@@ -226,8 +226,9 @@ class NeighborLoader:
             num_neighbors=num_neighbors, replace=replace, num_threads=num_threads,
             fanout_per=fanout_per or ("node" if homogeneous else "edge_type"),
             sampling=sampling, layer_dependency=layer_dependency, disjoint=disjoint)
-        self.sampler = NeighborSampler(store, topology=topology or "mmap",
-                                       **self.sampler_options)
+        self.sampler = NeighborSampler(store, **self.sampler_options)
+        if topology in ("memory", "packed"):  # read around the page cache, as the plan's
+            resident_topology(self, pack=topology == "packed")
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last
         self.seed, self.output, self.prefetch = int(seed), output, int(prefetch)
         self.num_threads = num_threads

@@ -44,7 +44,7 @@ from loaders.sample.packed import BLOCK, PackedIds
 from loaders.sample.seeds import order_bytes
 from loaders.sample.sampler import CSCGraph, NeighborSampler
 
-__all__ = ["plan_memory", "build_gpu_tiers", "max_batch_seeds"]
+__all__ = ["plan_memory", "build_gpu_tiers", "max_batch_seeds", "resident_topology"]
 
 
 def in_thread(fn, *args):
@@ -75,6 +75,9 @@ def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epoch
     in_thread(_compile_kernels, ld)  # before the budget is read: compiled code is counted
     if memory is None:
         budget, source = available_memory(), "available to this process (cgroup or RAM)"
+        if topology in ("memory", "packed"):  # the copy asked for is held already, so in
+            # what available_memory() took off; the plan counts it itself
+            budget += _topology_bytes(ld.sampler.graph)
     else:
         budget, source = parse_size(memory), "memory= argument"
     lim = cgroup_memory_limit() if memory is None else None
@@ -124,7 +127,7 @@ def _graph_bits(graph: CSCGraph) -> int:
 
 
 def _resident_bytes(graph: CSCGraph, pack: bool) -> tuple[int, int]:
-    """``(bytes, widest packed bits)`` of the resident copy :func:`_resident_topology`
+    """``(bytes, widest packed bits)`` of the resident copy :func:`resident_topology`
     makes of ``graph`` (``pack``: neighbour ids bit-packed where that is smaller)."""
     nbytes, bits = 0, 0
     for et, (p, i) in graph.csc.items():
@@ -169,7 +172,7 @@ def _measured_plan(ld, plan, common: dict, memory, topology):
         # resident first (read around the page cache), so that measuring batches and
         # ranking rows charge no page cache to a capped process
         t0 = time.perf_counter()
-        _resident_topology(ld, pack=True)
+        resident_topology(ld, pack=True)
         common["topology"] = "memory"
         common["topology_bytes"] = _topology_bytes(ld.sampler.graph)
         common["resident_topology_bytes"] = common["topology_bytes"]
@@ -323,7 +326,7 @@ def _measure_batches(ld, k: int = 8) -> tuple[dict[str, int], int, int]:
     return rows, edges, len(pick)
 
 
-def _resident_topology(ld, pack: bool) -> None:
+def resident_topology(ld, pack: bool) -> None:
     """Copy the CSC arrays into the process, reading around the page cache, and sample
     from the copy; ``pack``: neighbour ids bit-packed where that is smaller (read in
     pieces, so the plain array is never held whole)."""
