@@ -172,3 +172,20 @@ def test_topology_argument_is_checked(homo_store):
     ip, ix, _, _ = random_csc(np.random.default_rng(0), 10, 10, 40)
     with pytest.raises(LoaderArgumentError, match="'packed'"):
         CSCGraph.from_store(CSCGraph({"v": 10}, {et: (ip, ix)}), "bits")
+
+
+@pytest.mark.parametrize("topology", ["memory", "packed"])
+def test_a_copy_asked_for_is_counted_once(homo_store, monkeypatch, topology):
+    """topology='memory'/'packed' is copied at construction, so what the process may still
+    use (read after it) already lacks it: the budget gives it back, and the plan counts it
+    once (R-MAT 22 under a 1.5 GiB cgroup was refused, 'over budget by 668 MiB')."""
+    from loaders.loader import planning
+
+    kw = dict(num_neighbors=[5, 3], input_nodes="train", batch_size=64, device="cpu")
+    monkeypatch.setattr(planning, "available_memory", lambda: 200 << 20)
+    ld = NeighborLoader(homo_store, topology=topology, **kw)
+    topo = sum(p.nbytes + i.nbytes for p, i in ld.sampler.graph.csc.values())
+    assert ld.plan.budget == (200 << 20) + topo
+    assert ld.plan.topology == "memory" and ld.plan.topology_bytes == topo
+    assert isinstance(next(iter(ld.sampler.graph.csc.values()))[1],
+                      PackedIds if topology == "packed" else np.ndarray)
