@@ -26,9 +26,12 @@ def _cmd_plan(args) -> int:
     with open_store(args.store) as s:
         inp = args.input if args.task == "link" else parse_input(s, args.input)
         iops, src = args.read_iops, "--read-iops"
+        bps = args.read_gbps * 1e9 if args.read_gbps else None
         if iops is None and not args.no_probe:
-            iops, src = _probe_iops(args.store, args.probe_seconds)
+            iops, probed, src = _probe_iops(args.store, args.probe_seconds)
+            bps = bps or probed
         p = plan(s, inp, fanouts, batch_size=args.batch_size, memory=memory, read_iops=iops,
+                 read_bps=bps,
                  read_iops_source=src, batches=args.batches, prefetch=args.prefetch,
                  batches_in_flight=args.batches_in_flight, device=args.device,
                  seed=args.seed, feature=args.feature, ntype=args.ntype, task=args.task,
@@ -42,9 +45,10 @@ def _cmd_plan(args) -> int:
     return 0
 
 
-def _probe_iops(store: str, seconds: float) -> tuple[float | None, str]:
-    """Random 4 KiB reads/s at queue depth 32 on the store's device, read through the store's
-    largest file with the page cache bypassed (nothing is written)."""
+def _probe_iops(store: str, seconds: float) -> tuple[float | None, float | None, str]:
+    """Random 4 KiB reads/s at queue depth 32 and the sequential rate (bytes/s) on the
+    store's device, read through the store's largest file with the page cache bypassed
+    (nothing is written)."""
     import os
 
     from featurestore.device import MIN_PROBE_MIB, probe_device
@@ -59,12 +63,14 @@ def _probe_iops(store: str, seconds: float) -> tuple[float | None, str]:
     if best is None or size < MIN_PROBE_MIB << 20:
         sys.stderr.write(f"{store}: no file of {MIN_PROBE_MIB} MiB to probe the device "
                          "through; pass --read-iops for the device bound\n")
-        return None, "none"
+        return None, None, "none"
     d = probe_device(best, seconds=seconds, size_mib=MIN_PROBE_MIB)
     sys.stderr.write(f"measured {d['randread_4k_qd32_iops']:,.0f} random 4 KiB reads/s at "
-                     f"queue depth 32 ({d['tool']}, {seconds:g} s per probe); pass --read-iops "
-                     "to skip the probe\n")
-    return float(d["randread_4k_qd32_iops"]), f"measured ({d['tool']}, QD32)"
+                     f"queue depth 32 and {d['seq_read_GBps']:.2f} GB/s sequential "
+                     f"({d['tool']}, {seconds:g} s per probe); pass --read-iops and "
+                     "--read-gbps to skip the probe\n")
+    return (float(d["randread_4k_qd32_iops"]), float(d["seq_read_GBps"]) * 1e9,
+            f"measured ({d['tool']}, QD32)")
 
 
 def register(sub) -> None:
@@ -96,6 +102,9 @@ def register(sub) -> None:
     p.add_argument("--read-iops", type=float,
                    help="the device's random 4 KiB reads/s at queue depth 32 (default: probe it "
                    "for --probe-seconds; `featurestore bench device` measures it too)")
+    p.add_argument("--read-gbps", type=float, default=None,
+                   help="the device's sequential read rate in GB/s (O_DIRECT): each read's "
+                   "bytes cost this on top of the read (default: probed with --read-iops)")
     p.add_argument("--probe-seconds", type=float, default=2.0, help="seconds per device probe")
     p.add_argument("--no-probe", action="store_true", help="no device probe: no I/O bound")
     p.add_argument("--batches", type=int, help="batches sampled per epoch (default: the "

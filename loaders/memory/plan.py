@@ -20,8 +20,12 @@ with (``featurestore plan`` prints them):
   32: ``featurestore bench device`` measures it); and the sampling bound of this machine;
 * the same at 1, 2, 5, 10 and 20% of the rows cached (the memory each needs).
 
-A row read is one distinct row in one batch; a read of a missed row of up to 4 KiB costs one
-I/O, a longer row ``ceil(row_bytes / 4096)``.
+A row read is one distinct row in one batch. The missed rows of the cached type are read as
+the loader reads them: sorted per gather (a batch on the CPU, a staging chunk with CUDA) and
+merged into spans (:func:`featurestore.rows.local.plan_spans`: rows at most 16 KiB apart), one
+I/O each; a batch then costs ``spans / read_iops`` plus, at ``read_bps`` (the device's
+sequential rate), the spans' bytes past their first 4 KiB (without ``read_bps``, the spans
+alone). Rows of other types cost ``ceil(row_bytes / 4096)`` I/Os each.
 
 Example::
 
@@ -42,6 +46,8 @@ from loaders.errors import LoaderArgumentError
 from loaders.memory import trace as cp
 from loaders.memory.budget import packed_bits, resident_csc_bytes
 from loaders.memory.cache import row_order
+from featurestore.rows.local import (ALIGN, DENSE_SCRATCH_BYTES, SCRATCH_BYTES, SPAN_GAP_BYTES,
+                                     _dense, _span_bytes, plan_spans)
 from loaders.sample.seeds import order_bytes, resolve_input_nodes
 
 __all__ = ["Plan", "plan", "parse_input", "link_input", "split_in_edges", "available_memory",
@@ -230,6 +236,10 @@ class Plan:
     #: batches) and the most measured (endpoints repeat)
     seed_nodes_per_batch_bound: int | None = None
     seed_nodes_per_batch_max: int | None = None
+    #: the device's sequential read rate the bound counts span bytes at (bytes/s), and the
+    #: bytes a batch's reads fetch after the cache (4 KiB aligned spans)
+    read_bps: float | None = None
+    bytes_per_batch: float = 0.0
 
     @property
     def edges_per_s_bound(self) -> float | None:
@@ -281,9 +291,11 @@ class Plan:
              + ("" if m["fits"] else "  (MORE THAN THE MEMORY GIVEN)")),
             ("cache hit rate (presample static)", f"{self.hit_rate:.1%}"),
             ("row reads per batch after the cache", f"{self.reads_per_batch:,.0f} "
-             f"({self.ios_per_batch:,.0f} I/Os)"),
+             f"({self.ios_per_batch:,.0f} I/Os, {fz(int(self.bytes_per_batch))})"),
             ("device random reads/s", f"{self.read_iops:,.0f} ({self.read_iops_source})"
              if self.read_iops else "not given"),
+            ("device sequential read", f"{self.read_bps / 1e9:.2f} GB/s" if self.read_bps
+             else "not given (span bytes not counted)"),
             (f"{u}/s bound: device", _rate(self.seeds_per_s_io_bound)),
             (f"{u}/s bound: sampling (this machine)", f"{self.seeds_per_s_sample_bound:,.0f} "
              f"({1e3 * self.sample_s_per_batch:.1f} ms per batch, one sampler thread)"),
@@ -316,7 +328,8 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
          interpreter_bytes: int | None = None, staging_bytes: int = 64 << 20,
          feature: str = "feat", ntype: str | None = None, seed: int = 0,
          curve=CURVE_SHARES, use_budget: bool | None = None, task: str = "node",
-         neg_sampling_ratio: float = 1.0, sampling: str = "uniform") -> Plan:
+         neg_sampling_ratio: float = 1.0, sampling: str = "uniform",
+         read_bps: float | None = None) -> Plan:
     """Measure and plan a loader on ``store``: ``task="node"`` a
     :class:`loaders.NeighborLoader`, ``"link"`` a :class:`loaders.LinkNeighborLoader`
     (``input_nodes`` is then its ``edge_label_index``, see :func:`link_input`, with
@@ -338,6 +351,10 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
         ``interpreter_bytes``).
     read_iops
         The device's random reads per second (4 KiB, queue depth 32); ``None``: no I/O bound.
+    read_bps
+        The device's sequential read rate (bytes/s, ``O_DIRECT``): each span's bytes past its
+        first 4 KiB cost this on top of its I/O (what a dense batch of misses is bound by);
+        ``None``: not counted.
     batches
         Batches sampled per epoch (two epochs: one to rank rows, one to replay the cache on).
         Default: a whole epoch when it has at most ``max_whole_epoch`` batches, else that many.
@@ -379,7 +396,9 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
         store, m, int(memory), source, device=device, batches_in_flight=batches_in_flight,
         prefetch=prefetch, staging_bytes=staging_bytes, interpreter_bytes=interpreter_bytes,
         use_budget=use_budget)
-    return _assemble(store, num_neighbors, batch_size, m, _Replay(store, m, read_iops), mem,
+    chunk = None if device == "cpu" else max(1, int(staging_bytes) // m.row_bytes[m.ntype])
+    r = _Replay(store, m, read_iops, read_bps, chunk)
+    return _assemble(store, num_neighbors, batch_size, m, r, mem,
                      cache_rows, model, lp, source, read_iops, read_iops_source, curve)
 
 
@@ -413,7 +432,9 @@ def _assemble(store, num_neighbors, batch_size, m, r, mem, cache_rows, model, lp
                 curve=pts, loader_plan=lp.as_dict() if lp is not None else None,
                 task=m.task, neg_sampling_ratio=m.ratio,
                 seed_nodes_per_batch_bound=m.seed_bound,
-                seed_nodes_per_batch_max=int(max(m.seed_nodes)))
+                seed_nodes_per_batch_max=int(max(m.seed_nodes)),
+                read_bps=float(r.read_bps) if r.read_bps else None,
+                bytes_per_batch=float(now["bytes_per_batch"]))
 
 
 @dataclass
@@ -553,7 +574,7 @@ def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batch
 class _Replay:
     """The static cache ranked on the first sampled epoch, replayed on the second."""
 
-    def __init__(self, store, m: _Measured, read_iops):
+    def __init__(self, store, m: _Measured, read_iops, read_bps=None, chunk_rows=None):
         trace, featured = m.trace, m.featured
         self.order = row_order(trace.counts(0), cp.row_degree(store, m.ntype))
         e1 = slice(int(trace.epoch_ptr[1]), int(trace.epoch_ptr[2]))
@@ -569,6 +590,30 @@ class _Replay:
         self.samp = float(np.median(t[1:] if len(t) > 1 else t))
         self.sample_bound = self.seeds_pb / self.samp if self.samp > 0 else float("inf")
         self.read_iops, self.rb, self.n_rows = read_iops, m.row_bytes[m.ntype], m.num_rows
+        self.read_bps = read_bps
+        # each gather's ids sorted once (a batch, or a staging chunk of it): the loader's
+        # reads are spans of its sorted misses
+        cuts = [np.arange(self.ptr1[b], self.ptr1[b + 1], chunk_rows or 1 << 62)
+                for b in range(self.nb1)]
+        self.gptr = np.unique(np.concatenate(cuts + [self.ptr1[-1:]]))
+        self.sorted1 = np.concatenate([np.sort(self.ids1[a:b]) for a, b in
+                                       zip(self.gptr[:-1], self.gptr[1:])] or [self.ids1[:0]])
+
+    def _spans(self, mask) -> tuple[int, int]:
+        """I/Os and bytes of the loader's reads of the rows ``mask`` does not hold, over the
+        replayed epoch (its span rules: :func:`featurestore.rows.local.plan_spans`)."""
+        rb, n_io, nbytes = self.rb, 0, 0
+        for a, b in zip(self.gptr[:-1].tolist(), self.gptr[1:].tolist()):
+            ids = self.sorted1[a:b]
+            miss = ids[~mask[ids]] if mask.shape[0] else ids
+            if not miss.size:
+                continue
+            dense = _dense(miss.size, miss[0], miss[-1], rb)
+            span = max(DENSE_SCRATCH_BYTES if dense else SCRATCH_BYTES, rb + 2 * ALIGN) - 2 * ALIGN
+            first = plan_spans(np.ascontiguousarray(miss, np.int64), rb, SPAN_GAP_BYTES, span)
+            n_io += first.shape[0] - 1
+            nbytes += _span_bytes(miss, first, rb, ALIGN)
+        return n_io, nbytes
 
     def at(self, cache_rows: int) -> dict:
         """Hit rate, reads and I/Os per batch, and the device bound with ``cache_rows``."""
@@ -576,11 +621,18 @@ class _Replay:
         hits = int(cp.static_hits(self.ids1, self.ptr1, mask).sum())
         hr = hits / self.reads1 if self.reads1 else 1.0
         miss = (self.reads1 - hits) / self.nb1 + self.other_reads
-        ios = (self.reads1 - hits) / self.nb1 * _ios_per_read(self.rb) + self.other_ios
-        io_bound = (self.read_iops * self.seeds_pb / ios if self.read_iops and ios > 0
-                    else None)
+        spans, nbytes = self._spans(mask)
+        ios = spans / self.nb1 + self.other_ios
+        # an I/O's first 4 KiB at the random-read rate, the rest of its span at the
+        # sequential rate (R-MAT 22's 6 KiB spans are IOPS-bound, a power law's 35 KiB ones
+        # mostly bandwidth: 100-111% of the measured seeds/s either way, docs/benchmarks.md)
+        more = max(0, nbytes - spans * IO_BYTES) / self.nb1
+        secs = (ios / self.read_iops if self.read_iops else 0.0) + (
+            more / self.read_bps if self.read_iops and self.read_bps else 0.0)
+        io_bound = self.seeds_pb / secs if self.read_iops and secs > 0 else None
         return {"cache_rows": cache_rows, "hit_rate": hr, "reads_per_batch": miss,
-                "ios_per_batch": ios, "seeds_per_s_io_bound": io_bound}
+                "ios_per_batch": ios, "bytes_per_batch": nbytes / self.nb1,
+                "seeds_per_s_io_bound": io_bound}
 
 
 def _budget_module():

@@ -135,8 +135,29 @@ def test_plan_against_a_hand_computation(tiny):
     assert p.cache_rows == cache_rows
     assert p.hit_rate == pytest.approx(hits / reads1)
     assert p.reads_per_batch == pytest.approx(missed_per_batch)
-    assert p.ios_per_batch == pytest.approx(missed_per_batch)  # 16-byte rows: one I/O each
-    assert p.seeds_per_s_io_bound == pytest.approx(iops * 2 / missed_per_batch)
+    # the loader's reads: each batch's misses sorted, rows at most 16 KiB apart one span
+    # (these 16-byte rows: every batch's misses are one span of one 4 KiB block)
+    spans = []
+    for r, _ in b1:
+        miss = sorted({v for v in r if v not in cached})
+        runs = [[miss[0]]] if miss else []
+        for v in miss[1:]:
+            if (v - runs[-1][-1] - 1) * row_bytes <= 16 << 10:
+                runs[-1].append(v)
+            else:
+                runs.append([v])
+        spans += [(-(-(run[-1] + 1) * row_bytes // 4096) - run[0] * row_bytes // 4096) * 4096
+                  for run in runs]
+    ios = len(spans) / len(b1)
+    assert p.ios_per_batch == pytest.approx(ios)
+    assert p.bytes_per_batch == pytest.approx(sum(spans) / len(b1))
+    assert p.seeds_per_s_io_bound == pytest.approx(iops * 2 / ios)
+    with fs.open_store(tiny) as s:  # a sequential rate: each span's bytes cost it too
+        q = P.plan(s, "train", [-1, -1], batch_size=2, memory=memory, read_iops=iops,
+                   read_bps=1e6, interpreter_bytes=interp, staging_bytes=staging,
+                   use_budget=False)
+    more = sum(b - 4096 for b in spans) / len(b1)  # past each read's first 4 KiB
+    assert q.seeds_per_s_io_bound == pytest.approx(2 / (ios / iops + more / 1e6))
     assert p.rows_touched_per_epoch == len({v for r, _ in b1 for v in r})
     assert p.rows_touched_measured
     assert p.seeds_per_s_bound == min(p.seeds_per_s_io_bound, p.seeds_per_s_sample_bound)
