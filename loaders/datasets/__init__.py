@@ -7,8 +7,8 @@ The names here are those of :mod:`loaders.datasets.views` and PyG's ``Planetoid`
 :mod:`loaders.datasets.ranking`, synthetic stores in :mod:`loaders.datasets.synthetic`.
 """
 
-from loaders.datasets.planetoid import Planetoid
+from loaders.datasets.planetoid import Planetoid, Reddit
 from loaders.datasets.views import *  # noqa: F401,F403
 from loaders.datasets.views import __all__ as _views
 
-__all__ = [*_views, "Planetoid"]
+__all__ = [*_views, "Planetoid", "Reddit"]

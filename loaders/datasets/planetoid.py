@@ -23,7 +23,7 @@ from featurestore.format.names import index_dtype
 from loaders.datasets.views import _Dataset
 from loaders.errors import LoaderArgumentError
 
-__all__ = ["Planetoid", "planetoid_store", "CORA"]
+__all__ = ["Planetoid", "planetoid_store", "CORA", "Reddit", "reddit_store", "REDDIT_TWIN"]
 
 #: Cora's sizes: nodes, undirected edges, bag-of-words width, classes
 CORA = {"num_nodes": 2708, "num_edges": 5278, "num_features": 1433, "num_classes": 7}
@@ -50,6 +50,39 @@ class Planetoid(_Dataset):
                 f"Expected transform=None or NormalizeFeatures() on a store written normalised "
                 f"(planetoid_store(normalize=True)). Got {transform!r} on {self.store.url}: "
                 "transform batches with NeighborLoader(transform=...).")
+
+
+class Reddit(_Dataset):
+    """PyG's ``Reddit(root)`` (and any PyG in-memory node dataset of one graph with ``x``,
+    ``y`` and split masks: ``Flickr``, ``Yelp``-style) over the store at ``root``, as
+    :func:`reddit_store` writes it. ``dataset[0]`` is a
+    :class:`~loaders.datasets.views.StoreData` view whose ``y`` is ``(N,)``, as PyG's, so
+    ``(y_hat[mask] == data.y[mask]).sum()`` counts matches (OGB's stand-in,
+    ``PygNodePropPredDataset``, gives OGB's ``(N, 1)`` column, which that expression
+    broadcasts: use the stand-in of the dataset the script was written for)."""
+
+    def __init__(self, root: str | os.PathLike, transform=None, pre_transform=None,
+                 force_reload: bool = False, **kwargs):
+        if force_reload:
+            raise LoaderArgumentError("Expected force_reload=False: the dataset is a store, "
+                                      "written once by reddit_store().")
+        super().__init__(None, root, transform=transform, pre_transform=pre_transform,
+                         **kwargs)
+
+
+#: the synthetic twin :func:`reddit_store` writes without data: Reddit's feature width and
+#: classes on a small graph (Reddit itself: 232,965 nodes, 114.6M edges)
+REDDIT_TWIN = {"num_nodes": 3000, "num_edges": 30_000, "num_features": 602, "num_classes": 41}
+
+
+def reddit_store(path: str | os.PathLike, data=None, *, seed: int = 0, mode: str = "w",
+                 **sizes) -> str:
+    """Write PyG's ``Reddit(...)[0]`` (or another single-graph node dataset with ``x``,
+    ``edge_index``, ``y`` and the three masks) as a store at ``path``, features as they are;
+    without ``data``, a synthetic twin at :data:`REDDIT_TWIN`'s sizes (``sizes`` overrides
+    them). Read it back with :class:`Reddit`."""
+    return planetoid_store(path, data, seed=seed, normalize=False, mode=mode,
+                           **dict(REDDIT_TWIN, **sizes) if data is None else {})
 
 
 def _twin(rng, num_nodes: int, num_edges: int, num_features: int, num_classes: int,

@@ -331,3 +331,40 @@ def test_in_memory_only_api_is_named(hetero_store_path, homo_store_path):
         for name in ("edge_items", "node_stores", "collect"):
             with pytest.raises(AttributeError, match="in-memory Data/HeteroData.*NeighborLoader"):
                 getattr(data, name)
+
+
+def test_reddit_stand_in_answers_as_pygs_reddit(tmp_path):
+    """PyG's reddit.py over the Reddit stand-in: y is (N,) as PyG's, so the script's accuracy
+    of a perfect prediction is 1.0; OGB's stand-in gives OGB's (N, 1) column, on which the
+    same expression broadcasts (as on OGB's own object), which is why the stand-ins are
+    named per dataset (issue 21 item 2)."""
+    from loaders.datasets import PygNodePropPredDataset, Reddit
+    from loaders.datasets.planetoid import REDDIT_TWIN, reddit_store
+
+    path = reddit_store(tmp_path / "Reddit", num_nodes=600, num_edges=3000)
+    dataset = Reddit(tmp_path / "Reddit")
+    data = dataset[0]
+    n = 600
+    assert dataset.num_classes == REDDIT_TWIN["num_classes"] == 41
+    assert data.num_features == dataset.num_features == 602
+    y = data.y[:]
+    assert y.shape == (n,) and y.dtype == torch.long
+    np.testing.assert_array_equal(y.numpy(), np.asarray(fs.open_store(path).labels()))
+    x = data.x[:]
+    assert x.shape == (n, 602) and not torch.allclose(x.sum(1), torch.ones(n))  # as written
+    # reddit.py: NeighborLoader(data, input_nodes=data.train_mask, ...) and its accuracy
+    loader = NeighborLoader(data, input_nodes=data.train_mask, num_neighbors=[25, 10],
+                            shuffle=True, batch_size=64)
+    batch = next(iter(loader))
+    torch.testing.assert_close(batch.x, x[batch.n_id])
+    assert torch.equal(batch.y, y[batch.n_id])
+    y_hat = y.clone()  # a perfect prediction
+    accs = [int((y_hat[mask] == data.y[mask]).sum()) / int(mask.sum())
+            for mask in (data.train_mask, data.val_mask, data.test_mask)]
+    assert accs == [1.0, 1.0, 1.0]
+    ogb = PygNodePropPredDataset("ogbn-reddit", tmp_path / "Reddit")[0]
+    mask = data.train_mask
+    assert ogb.y[:].shape == (n, 1)
+    assert int((y_hat[mask] == ogb.y[mask]).sum()) / int(mask.sum()) > 1  # OGB's broadcast
+    with pytest.raises(LoaderArgumentError, match="transform"):
+        Reddit(tmp_path / "Reddit", transform=lambda d: d)
