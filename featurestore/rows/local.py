@@ -80,7 +80,7 @@ def plan_spans(rows, row_bytes, max_gap_bytes, max_span_bytes):
     return first[:k + 1]
 
 
-def _dense(count: int, lo: int, hi: int, row_bytes: int) -> bool:
+def dense_ids(count: int, lo: int, hi: int, row_bytes: int) -> bool:
     """Whether ``count`` rows in ``[lo, hi]`` lie closer than ``DENSE_GAP_BYTES`` apart on
     average (then long span reads beat one read per run of rows)."""
     return count * DENSE_GAP_BYTES >= (int(hi) - int(lo) + 1) * row_bytes
@@ -226,7 +226,8 @@ class LocalRows(RowReader):
     def _gather(self, ids: np.ndarray, out: np.ndarray, read_path: str) -> str:
         if read_path == "auto":
             read_path = "mmap" if self.resident_share(ids) >= RESIDENT_SHARE else "pread"
-            if read_path == "pread" and _dense(ids.size, *K.id_range(ids), self.layout.row_bytes):
+            rb = self.layout.row_bytes
+            if read_path == "pread" and dense_ids(ids.size, *K.id_range(ids), rb):
                 # cold and dense: long buffered reads (they fill the page cache, so a later
                 # gather of the same rows is warm), not one read per run of rows
                 return self._read_uncached(ids, out, "spans", None)
@@ -327,7 +328,7 @@ class LocalRows(RowReader):
         else:
             align, path = self._align, "direct"
         rb = self.layout.row_bytes
-        dense = _dense(rows.size, rows[0], rows[-1], rb)
+        dense = dense_ids(rows.size, rows[0], rows[-1], rb)
         scratch = DENSE_SCRATCH_BYTES if dense else SCRATCH_BYTES
         span = max(scratch, rb + 2 * ALIGN) - 2 * ALIGN
         first = plan_spans(rows, rb, SPAN_GAP_BYTES, span)
@@ -360,7 +361,7 @@ class LocalRows(RowReader):
                     for i in range(tasks) if bounds[i] < bounds[i + 1]]
             results = [f.result() for f in futs]
         self.reads += nspan
-        self.bytes_read += _span_bytes(rows, first, rb, align)
+        self.bytes_read += span_bytes(rows, first, rb, align)
         bad = [r for r in results if r >= 0]
         if bad:
             s0 = bad[0]
@@ -457,7 +458,8 @@ def _direct_align(fd: int, path: str) -> int:
         return ALIGN
 
 
-def _span_bytes(rows, first, row_bytes, align) -> int:
+def span_bytes(rows, first, row_bytes, align) -> int:
+    """Bytes the spans ``first`` of sorted ``rows`` read, each widened to ``align``."""
     lo = rows[first[:-1]] * row_bytes
     hi = (rows[first[1:] - 1] + 1) * row_bytes
     return int(np.sum((hi + align - 1) // align * align - lo // align * align))

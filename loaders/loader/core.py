@@ -110,8 +110,7 @@ class NeighborLoader:
         of a staging chunk). Integer, boolean and complex dtypes are refused
         (:class:`~loaders.errors.LoaderArgumentError`). Default: the store's dtype.
     pin_memory
-        Pin the host buffers of CPU batches (when CUDA is available; batches for a CUDA
-        ``device`` always go through pinned buffers).
+        Pin the host buffers of CPU batches when CUDA is there (CUDA batches always are).
     **kwargs
         PyG's ``NeighborLoader``/PyTorch ``DataLoader`` and DGL ``DataLoader`` keywords: a
         no-op value (``num_workers=0``, ``directed=True``, ``filter_per_worker``...) is
@@ -227,7 +226,7 @@ class NeighborLoader:
             fanout_per=fanout_per or ("node" if homogeneous else "edge_type"),
             sampling=sampling, layer_dependency=layer_dependency, disjoint=disjoint)
         self.sampler = NeighborSampler(store, **self.sampler_options)
-        if topology in ("memory", "packed"):  # read around the page cache, as the plan's
+        if topology in ("memory", "packed"):  # read around the page cache
             resident_topology(self, pack=topology == "packed")
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last
         self.seed, self.output, self.prefetch = int(seed), output, int(prefetch)

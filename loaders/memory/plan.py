@@ -47,7 +47,7 @@ from loaders.memory import trace as cp
 from loaders.memory.budget import packed_bits, resident_csc_bytes
 from loaders.memory.cache import row_order
 from featurestore.rows.local import (ALIGN, DENSE_SCRATCH_BYTES, SCRATCH_BYTES, SPAN_GAP_BYTES,
-                                     _dense, _span_bytes, plan_spans)
+                                     dense_ids, span_bytes, plan_spans)
 from loaders.sample.seeds import order_bytes, resolve_input_nodes
 
 __all__ = ["Plan", "plan", "parse_input", "link_input", "split_in_edges", "available_memory",
@@ -608,11 +608,11 @@ class _Replay:
             miss = ids[~mask[ids]] if mask.shape[0] else ids
             if not miss.size:
                 continue
-            dense = _dense(miss.size, miss[0], miss[-1], rb)
+            dense = dense_ids(miss.size, miss[0], miss[-1], rb)
             span = max(DENSE_SCRATCH_BYTES if dense else SCRATCH_BYTES, rb + 2 * ALIGN) - 2 * ALIGN
             first = plan_spans(np.ascontiguousarray(miss, np.int64), rb, SPAN_GAP_BYTES, span)
             n_io += first.shape[0] - 1
-            nbytes += _span_bytes(miss, first, rb, ALIGN)
+            nbytes += span_bytes(miss, first, rb, ALIGN)
         return n_io, nbytes
 
     def at(self, cache_rows: int) -> dict:
