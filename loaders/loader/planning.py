@@ -365,7 +365,9 @@ def count_dtype(graph, ld, epochs) -> np.dtype:
     """int32 for the ranking's degrees and access counts when no count can reach ``2**31``
     (edges, and the rows ``epochs`` presampled epochs can touch), else int64."""
     edges = sum(int(i.shape[0]) for _, i in graph.csc.values())
-    rows = sum(ld.plan.batch_rows.values()) if ld.plan is not None else 0
+    if ld.plan is None or not ld.plan.batch_rows:  # no measured batch size: stay wide
+        return np.dtype(np.int64)
+    rows = sum(ld.plan.batch_rows.values())
     batches = len(ld.batch_order(0)) * max(1, int(epochs))
     return np.dtype(np.int32 if max(edges, rows * batches) < 2**31 - 1 else np.int64)
 
