@@ -26,9 +26,8 @@ from loaders.memory.budget import (
     limit_allocator_slack,
     loader_plan_inputs,
     parse_size,
-    packed_bits,
     plan_loader,
-    resident_csc_bytes,
+    resident_bytes,
     resident_indptr_dtype,
 )
 from loaders.memory.cache import (
@@ -40,7 +39,7 @@ from loaders.memory.cache import (
     rank_rows,
 )
 from loaders.memory.gpu_cache import GpuTier, gpu_tier_rows
-from loaders.sample.packed import BLOCK, PackedIds
+from loaders.sample.packed import PackedIds, pack_ids, packed_bits
 from loaders.sample.seeds import order_bytes
 from loaders.sample.sampler import CSCGraph, NeighborSampler
 
@@ -85,7 +84,7 @@ def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epoch
     policy = None if cache is None else ("presample" if cache == "auto" else cache)
     g, gather = ld.sampler.graph, ld.gatherer
     # a resident copy made here packs its neighbour ids; one asked for is already made
-    resident = (_resident_bytes(g, pack=True) if topology is None
+    resident = (resident_bytes(g, pack=True) if topology is None
                 else (_topology_bytes(g), _graph_bits(g)))
     common = dict(
         budget=budget, budget_source=source, topology_bytes=_topology_bytes(g),
@@ -124,17 +123,6 @@ def _topology_bytes(graph: CSCGraph) -> int:
 def _graph_bits(graph: CSCGraph) -> int:
     """The widest packed ids of ``graph``'s edge types (0: none packed)."""
     return max([i.bits for _, i in graph.csc.values() if isinstance(i, PackedIds)], default=0)
-
-
-def _resident_bytes(graph: CSCGraph, pack: bool) -> tuple[int, int]:
-    """``(bytes, widest packed bits)`` of the resident copy :func:`resident_topology`
-    makes of ``graph`` (``pack``: neighbour ids bit-packed where that is smaller)."""
-    nbytes, bits = 0, 0
-    for et, (p, i) in graph.csc.items():
-        n_src = graph.num_nodes[et.src]
-        nbytes += resident_csc_bytes(p, i, n_src, pack)
-        bits = max(bits, packed_bits(i, n_src) if pack else 0)
-    return nbytes, bits
 
 
 def max_batch_seeds(ld) -> dict[str, int]:
@@ -340,10 +328,8 @@ def resident_topology(ld, pack: bool) -> None:
                     if hasattr(store, "row_reader") else None)
             local = rows is not None and rows.is_local
             if name == "indices" and bits:
-                n, step = int(a.shape[0]), RESIDENT_PIECE
-                pieces = ((rows.read_range(lo, min(lo + step, n)) if local
-                           else np.asarray(a[lo:lo + step])) for lo in range(0, n, step))
-                arrs.append(PackedIds.from_chunks(pieces, n, bits))
+                arrs.append(pack_ids(a, g.num_nodes[et.src],
+                                     read=rows.read_range if local else None))
             elif local:
                 arrs.append(rows.read_all())
             else:
@@ -355,10 +341,6 @@ def resident_topology(ld, pack: bool) -> None:
     # the same files the store validated (its csc() gave the sampler's graph): no second pass
     graph = CSCGraph(dict(g.num_nodes), csc, validated=True)
     ld.sampler = NeighborSampler(graph, **ld.sampler_options)
-
-
-#: ids read per piece when packing a resident topology (a multiple of the packing block)
-RESIDENT_PIECE = BLOCK << 18
 
 
 def count_dtype(graph, ld, epochs) -> np.dtype:

@@ -32,11 +32,11 @@ from featurestore.sysmem import (
 from featurestore.sysmem import rss_anon as process_anon_bytes
 from featurestore.units import format_size as format_bytes
 from loaders.errors import LoaderArgumentError
-from loaders.sample.packed import PackedIds, bits_for, words_for
+from loaders.sample.packed import packed_bits, words_for
 
 __all__ = ["parse_size", "cgroup_memory_limit", "process_anon_bytes", "available_memory",
            "LoaderPlan", "plan_loader", "loader_plan_inputs", "format_bytes",
-           "limit_allocator_slack", "resident_indptr_dtype", "resident_csc_bytes", "packed_bits",
+           "limit_allocator_slack", "resident_indptr_dtype", "resident_bytes",
            "PHYSICAL_SHARE", "physical_memory",
            "cgroup_mapped_file_bytes"]
 
@@ -335,23 +335,19 @@ def _resident(plan: LoaderPlan, nbytes: int | None, bits: int) -> None:
         plan.topology_bytes, plan.topology_bits = int(nbytes), int(bits)
 
 
-def resident_csc_bytes(indptr, indices, num_src: int, pack: bool) -> int:
-    """Bytes of the resident copy the loader makes of a CSC ``(indptr, indices)`` whose
-    source ids are in ``[0, num_src)``: ``indptr`` as :func:`resident_indptr_dtype`, and
-    ``indices`` bit-packed when ``pack`` and that is smaller (:func:`packed_bits`)."""
-    n = int(indices.shape[0])
-    bits = packed_bits(indices, num_src) if pack else 0
-    ix = 8 * words_for(n, bits) if bits else n * np.dtype(indices.dtype).itemsize
-    return resident_indptr_dtype(indptr).itemsize * int(indptr.shape[0]) + int(ix)
-
-
-def packed_bits(indices, num_src: int) -> int:
-    """Bits per id of a packed copy of ``indices`` (ids in ``[0, num_src)``), or 0 when
-    packing saves nothing against the array's own dtype (or it is packed already)."""
-    if not hasattr(indices, "dtype") or isinstance(indices, PackedIds):
-        return 0
-    bits = bits_for(num_src)
-    return bits if bits < 8 * np.dtype(indices.dtype).itemsize else 0
+def resident_bytes(graph, pack: bool) -> tuple[int, int]:
+    """``(bytes, widest packed bits)`` of the resident copy the loader makes of ``graph``'s
+    topology (a :class:`~loaders.sample.sampler.CSCGraph`): each ``indptr`` as
+    :func:`resident_indptr_dtype`, each ``indices`` bit-packed when ``pack`` and that is
+    smaller (:func:`loaders.sample.packed.packed_bits`; 0 bits: none packed)."""
+    nbytes = widest = 0
+    for et, (indptr, indices) in graph.csc.items():
+        n = int(indices.shape[0])
+        bits = packed_bits(indices, graph.num_nodes[et.src]) if pack else 0
+        ix = 8 * words_for(n, bits) if bits else n * np.dtype(indices.dtype).itemsize
+        nbytes += resident_indptr_dtype(indptr).itemsize * int(indptr.shape[0]) + int(ix)
+        widest = max(widest, bits)
+    return nbytes, widest
 
 
 def resident_indptr_dtype(indptr) -> np.dtype:

@@ -44,10 +44,11 @@ import numpy as np
 from featurestore import sysmem
 from loaders.errors import LoaderArgumentError
 from loaders.memory import trace as cp
-from loaders.memory.budget import packed_bits, resident_csc_bytes
+from loaders.memory.budget import resident_bytes
 from loaders.memory.cache import row_order
 from featurestore.rows.local import (ALIGN, DENSE_SCRATCH_BYTES, SCRATCH_BYTES, SPAN_GAP_BYTES,
                                      dense_ids, span_bytes, plan_spans)
+from loaders.sample.sampler import CSCGraph
 from loaders.sample.seeds import order_bytes, resolve_input_nodes
 
 __all__ = ["Plan", "plan", "parse_input", "link_input", "split_in_edges", "available_memory",
@@ -529,12 +530,8 @@ def _inputs_bytes(m: _Measured) -> int:
 def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batches_in_flight,
                  prefetch, staging_bytes, interpreter_bytes, use_budget):
     """``(memory split, cache rows, model name, LoaderPlan or None)`` at ``memory``."""
-    topo = bits = 0
-    for et in store.edge_types:
-        ip, ix = store.csc(et)
-        # as the loader holds it resident (int32 offsets whenever they fit, packed ids)
-        topo += resident_csc_bytes(ip, ix, store.num_nodes(et[0]), pack=True)
-        bits = max(bits, packed_bits(ix, store.num_nodes(et[0])))
+    # as the loader holds it resident (int32 offsets whenever they fit, packed ids)
+    topo, bits = resident_bytes(CSCGraph.from_store(store), pack=True)
     cuda = str(device).startswith("cuda")
     in_flight = 0 if cuda else int(batches_in_flight)
     staging = 2 * int(staging_bytes) if cuda else 0
@@ -605,7 +602,7 @@ class _Replay:
         rb, n_io, nbytes = self.rb, 0, 0
         for a, b in zip(self.gptr[:-1].tolist(), self.gptr[1:].tolist()):
             ids = self.sorted1[a:b]
-            miss = ids[~mask[ids]] if mask.shape[0] else ids
+            miss = ids[~mask[ids]]
             if not miss.size:
                 continue
             dense = dense_ids(miss.size, miss[0], miss[-1], rb)

@@ -22,6 +22,8 @@ from featurestore.threading_layer import parallel_safe
 #: ids packed per parallel block: 64 ids of ``b`` bits fill exactly ``b`` words, so blocks
 #: never share a word and pack without races.
 BLOCK = 64
+#: ids read per piece when a copy is packed (a multiple of :data:`BLOCK`)
+PIECE = BLOCK << 18
 
 
 def bits_for(num_nodes: int) -> int:
@@ -92,8 +94,14 @@ def _unpack_ser(packed, pos, out):
 
 
 @numba.njit(nogil=True, parallel=True, cache=True)
-def _unpack_range(packed, lo, out):
+def _unpack_range_par(packed, lo, out):
     for i in numba.prange(out.shape[0]):
+        out[i] = nbr(packed, lo + i)
+
+
+@numba.njit(nogil=True, cache=True)
+def _unpack_range_ser(packed, lo, out):
+    for i in range(out.shape[0]):
         out[i] = nbr(packed, lo + i)
 
 
@@ -181,7 +189,9 @@ class PackedIds:
                 return self[np.arange(lo, hi, step)]
             out = np.empty(max(hi - lo, 0), np.int64)
             if out.shape[0]:
-                _unpack_range(self.kernel, np.int64(lo), out)
+                fn = (_unpack_range_par if out.shape[0] >= 1 << 16 and parallel_safe()
+                      else _unpack_range_ser)
+                fn(self.kernel, np.int64(lo), out)
             return out
         if np.ndim(key) == 0:
             j = int(key)
@@ -217,15 +227,26 @@ def words_for(size: int, bits: int) -> int:
     return (size * bits + 63) // 64 + 1
 
 
-def pack_ids(indices, num_nodes: int, piece: int = BLOCK << 18):
-    """A packed copy of ``indices`` (ids in ``[0, num_nodes)``; an array or a memory map,
-    read ``piece`` ids at a time), or a plain copy when packing saves nothing."""
+def packed_bits(indices, num_nodes: int) -> int:
+    """Bits per id of a packed copy of ``indices`` (ids in ``[0, num_nodes)``), or 0 when
+    packing saves nothing against the array's own dtype (or it is packed already)."""
+    if not hasattr(indices, "dtype") or isinstance(indices, PackedIds):
+        return 0
     bits = bits_for(num_nodes)
-    n = int(indices.shape[0])
-    if bits >= 8 * np.dtype(indices.dtype).itemsize:
+    return bits if bits < 8 * np.dtype(indices.dtype).itemsize else 0
+
+
+def pack_ids(indices, num_nodes: int, read=None):
+    """A packed copy of ``indices`` (ids in ``[0, num_nodes)``: an array or a memory map),
+    read :data:`PIECE` ids at a time by ``read(lo, hi)`` (default: slicing ``indices``), or a
+    plain copy when packing saves nothing (:func:`packed_bits`)."""
+    bits = packed_bits(indices, num_nodes)
+    if not bits:
         return np.array(indices)
-    return PackedIds.from_chunks((np.asarray(indices[lo:lo + piece])
-                                  for lo in range(0, n, piece)), n, bits)
+    n = int(indices.shape[0])
+    read = read or (lambda lo, hi: np.asarray(indices[lo:hi]))
+    return PackedIds.from_chunks((read(lo, min(lo + PIECE, n)) for lo in range(0, n, PIECE)),
+                                 n, bits)
 
 
 def kernel_ids(indices):
