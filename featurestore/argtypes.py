@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["positive_int", "positive_float", "fanout_list"]
+__all__ = ["positive_int", "positive_float", "nonnegative_float", "auto_or_positive_int",
+           "fanout_list"]
 
 
 def positive_int(text: str) -> int:
@@ -28,6 +29,28 @@ def positive_float(text: str) -> float:
     if not v > 0 or v == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
     return v
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return v
+
+
+def auto_or_positive_int(text: str) -> int | str:
+    """``auto``, or an integer >= 1."""
+    if text == "auto":
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        msg = f"expected 'auto' or an integer >= 1, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def fanout_list(text: str) -> str:

@@ -12,7 +12,8 @@ import json
 import sys
 
 from featurestore import open_store
-from featurestore.argtypes import fanout_list, positive_float, positive_int
+from featurestore.argtypes import (auto_or_positive_int, fanout_list, nonnegative_float,
+                                  positive_float, positive_int)
 
 __all__ = ["register"]
 
@@ -34,6 +35,8 @@ def _cmd_plan(args) -> int:
                  read_bps=bps,
                  read_iops_source=src, batches=args.batches, prefetch=args.prefetch,
                  batches_in_flight=args.batches_in_flight, device=args.device,
+                 train_s=args.train_ms / 1e3, loop=args.loop,
+                 staging_bytes=parse_size(args.staging_bytes),
                  seed=args.seed, feature=args.feature, ntype=args.ntype, task=args.task,
                  neg_sampling_ratio=args.neg_sampling_ratio, sampling=args.sampling,
                  interpreter_bytes=parse_size(args.interpreter) if args.interpreter else None)
@@ -110,8 +113,20 @@ def register(sub) -> None:
     p.add_argument("--batches", type=int, help="batches sampled per epoch (default: the "
                    "whole epoch up to 64 batches, else 64)")
     p.add_argument("--prefetch", type=int, default=2, help="the loader's prefetch")
-    p.add_argument("--batches-in-flight", type=int, default=2,
-                   help="the loader's batches_in_flight (feature buffers on the CPU)")
+    p.add_argument("--batches-in-flight", type=auto_or_positive_int, default="auto",
+                   help="the loader's batches_in_flight (feature buffers on the CPU); auto: "
+                   "the layout with the most predicted seeds/s at --memory (with --device "
+                   "cuda: the staging buffer size)")
+    p.add_argument("--train-ms", type=nonnegative_float, default=0.0,
+                   help="the training step's milliseconds per batch, which a gather overlaps "
+                   "with two or more batch buffers (0: the loader's own rate)")
+    p.add_argument("--loop", choices=("holds", "drops"), default="holds",
+                   help="what the training loop does with a batch when it asks for the next: "
+                   "holds it (for batch in loader: ...), so one batch buffer cannot serve it; "
+                   "or drops it first (del batch)")
+    p.add_argument("--staging-bytes", default="64MiB",
+                   help="each pinned staging buffer with --device cuda (the loader's "
+                   "staging_bytes; also compared: 16, 64 and 256 MiB)")
     p.add_argument("--device", default="cpu",
                    help="where batches go: cpu, or cuda (pinned staging, no CPU batch buffers)")
     p.add_argument("--interpreter",

@@ -18,6 +18,7 @@ import torch
 from featurestore.format import names as fmt
 from loaders.errors import LoaderMemoryError
 from loaders.memory.budget import (
+    LAYOUT_BUFFERS,
     MARGIN_MIN,
     MARGIN_SHARE,
     available_memory,
@@ -105,12 +106,14 @@ def plan_memory(ld, memory, cache, topology, staging_bytes: int, presample_epoch
         plan, measured = _measured_plan(ld, plan, common, memory, topology)
     if not plan.fits and plan.over_budget:
         plan = _fall_back(ld, plan, common, measured, memory, topology, held)
-    if not plan.fits and common["batches_in_flight"] > 1 and policy is not None:
-        one = plan_loader(**measured, **dict(common, batches_in_flight=1))
-        more = sum(one.cache_rows.values()) - sum(plan.cache_rows.values())
-        if more > 0:  # the lever issue 19 measured: 29% -> 67% hits on R-MAT 22 at 1.5 GiB
-            plan.notes.append(f"batches_in_flight=1 (for a loop that drops each batch before "
-                              f"asking for the next) would cache {more:,} more rows")
+    if not plan.fits and policy is not None and common["batches_in_flight"] > 0:
+        # the trade of batch buffers against cache rows (29% -> 67% hits on R-MAT 22 at
+        # 1.5 GiB with one buffer instead of two); `featurestore plan` predicts their seeds/s
+        plan.alternatives = [
+            {"batches_in_flight": k, "planned": k == plan.batches_in_flight,
+             "cache_rows": sum((plan if k == plan.batches_in_flight else plan_loader(
+                 **measured, **dict(common, batches_in_flight=k))).cache_rows.values())}
+            for k in LAYOUT_BUFFERS]
     ld.plan = plan
     if not plan.fits:
         _build_caches(ld, plan, policy, presample_epochs)

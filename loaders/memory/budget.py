@@ -38,7 +38,7 @@ __all__ = ["parse_size", "cgroup_memory_limit", "process_anon_bytes", "available
            "LoaderPlan", "plan_loader", "loader_plan_inputs", "format_bytes",
            "limit_allocator_slack", "resident_indptr_dtype", "resident_bytes",
            "PHYSICAL_SHARE", "physical_memory",
-           "cgroup_mapped_file_bytes"]
+           "cgroup_mapped_file_bytes", "LAYOUT_BUFFERS"]
 
 #: bytes per row of a cached type that ranking its rows holds at its peak (before the cache is
 #: made), besides ``8 * K`` for the ``K`` ids chosen: ``"presample"`` counts and degrees
@@ -56,6 +56,9 @@ MARGIN_SHARE = 0.03
 MARGIN_MIN = 64 << 20
 #: a batch buffer holds this many times the most distinct rows seen in the sampled batches
 ROWS_HEADROOM = 1.05
+#: the CPU batch buffers (``batches_in_flight``) whose caches a plan compares: each buffer is
+#: cache rows given up (``featurestore plan`` predicts each one's seeds/s)
+LAYOUT_BUFFERS = (1, 2, 3)
 #: a disjoint sampler's hash id maps per row and sampled edge, at most: keys and values
 #: (2 x 8 bytes, twice the entries, rounded up to a power of two) plus nodes and slots
 DISJOINT_MAP_BYTES = 96
@@ -128,6 +131,9 @@ class LoaderPlan:
     #: bits per neighbour id of a bit-packed resident topology (0: plain integers)
     topology_bits: int = 0
     notes: list[str] = field(default_factory=list)
+    #: the cache each of :data:`LAYOUT_BUFFERS` batch buffers would leave at this budget
+    #: (``batches_in_flight``, ``cache_rows``, ``planned``); set when the features do not fit
+    alternatives: list[dict] = field(default_factory=list)
 
     @property
     def buffer_bytes(self) -> int:
@@ -184,6 +190,12 @@ class LoaderPlan:
             ("safety margin", f(self.margin), ""),
             ("planned total", f(self.planned_bytes), ""),
         ]
+        if self.alternatives:
+            rows.append(("layouts", "", "; ".join(
+                f"{a['batches_in_flight']} batch buffer(s): {a['cache_rows']:,} cache rows"
+                + (" (planned)" if a["planned"] else "") for a in self.alternatives)
+                + ". One serves a loop that drops each batch before asking for the next; "
+                "`featurestore plan` predicts each one's seeds/s"))
         w = max(len(r[0]) for r in rows)
         lines = [f"{a:<{w}}  {b:>11}  {c}".rstrip() for a, b, c in rows]
         lines += [f"note: {n}" for n in self.notes]

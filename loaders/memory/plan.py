@@ -18,7 +18,16 @@ with (``featurestore plan`` prints them):
 * row reads per batch left after the cache, and the seeds/s bound they put on the loader at
   the device's random-read rate (``read_iops``, random 4 KiB reads per second at queue depth
   32: ``featurestore bench device`` measures it); and the sampling bound of this machine;
-* the same at 1, 2, 5, 10 and 20% of the rows cached (the memory each needs).
+* the same at 1, 2, 5, 10 and 20% of the rows cached (the memory each needs);
+* the layouts the loader could run with at this memory, each one's cache, hit rate, reads
+  per batch and predicted seeds/s, and the one chosen (``batches_in_flight="auto"``): on the
+  CPU, 1, 2 or 3 host batch buffers (each buffer is cache rows given up; with one, the gather
+  of the next batch waits for the training loop to drop the last, so a loop that ``holds`` it
+  cannot use one); with CUDA, the pinned staging buffer sizes (a bigger chunk merges more
+  misses into spans). A batch takes ``max(io, sample, train)`` seconds when its gather
+  overlaps the training step (two or more buffers, or CUDA), ``max(io + train, sample)`` with
+  one buffer; ``train`` is the training step's time per batch (``train_s``, default 0: the
+  loader's own rate).
 
 A row read is one distinct row in one batch. The missed rows of the cached type are read as
 the loader reads them: sorted per gather (a batch on the CPU, a staging chunk with CUDA) and
@@ -42,9 +51,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from featurestore import sysmem
+from featurestore.units import format_size
 from loaders.errors import LoaderArgumentError
 from loaders.memory import trace as cp
-from loaders.memory.budget import resident_bytes
+from loaders.memory.budget import LAYOUT_BUFFERS, resident_bytes
 from loaders.memory.cache import row_order
 from featurestore.rows.local import (ALIGN, DENSE_SCRATCH_BYTES, SCRATCH_BYTES, SPAN_GAP_BYTES,
                                      dense_ids, span_bytes, plan_spans)
@@ -52,7 +62,8 @@ from loaders.sample.sampler import CSCGraph
 from loaders.sample.seeds import order_bytes, resolve_input_nodes
 
 __all__ = ["Plan", "plan", "parse_input", "link_input", "split_in_edges", "available_memory",
-           "estimate_epoch_rows", "memory_plan", "INTERPRETER_BYTES", "CURVE_SHARES", "TASKS"]
+           "estimate_epoch_rows", "memory_plan", "INTERPRETER_BYTES", "CURVE_SHARES", "TASKS",
+           "LOOPS", "STAGING_CHOICES"]
 
 #: memory a Python process holding numpy, numba, torch and the loader takes before any batch
 #: (what ``import loaders`` holds, docs/benchmarks.md, and some more for numba's compiled
@@ -69,6 +80,12 @@ NODE_BYTES = 8
 IO_BYTES = 4096
 #: what a plan is for: node batches (``NeighborLoader``) or link batches (``LinkNeighborLoader``)
 TASKS = ("node", "link")
+#: what the training loop does with a batch when it asks for the next: ``"holds"`` it (``for
+#: batch in loader:`` keeps the last batch named until ``next()`` returns: two host batches
+#: exist at once, so one batch buffer is not enough) or ``"drops"`` it first (``del batch``)
+LOOPS = ("holds", "drops")
+#: the pinned staging buffer sizes the plan compares with CUDA (no CPU batch buffers there)
+STAGING_CHOICES = (16 << 20, 64 << 20, 256 << 20)
 
 
 def parse_input(store, text) -> tuple[str, str]:
@@ -241,6 +258,19 @@ class Plan:
     #: bytes a batch's reads fetch after the cache (4 KiB aligned spans)
     read_bps: float | None = None
     bytes_per_batch: float = 0.0
+    #: the layout planned: CPU batch buffers, pinned staging bytes (CUDA), and whether it was
+    #: chosen (``batches_in_flight="auto"``) or given
+    batches_in_flight: int = 2
+    staging_bytes: int = 0
+    chosen: bool = False
+    #: the training step's seconds per batch and the loop's kind (:data:`LOOPS`) the choice
+    #: was made for, and the layouts compared (each with its predicted seeds/s)
+    train_s_per_batch: float = 0.0
+    loop: str = "holds"
+    alternatives: list = field(default_factory=list)
+    #: predicted seeds/s of the planned layout with the training step: ``seeds_per_s_bound``
+    #: when ``train_s_per_batch`` is 0
+    seeds_per_s_predicted: float | None = None
 
     @property
     def edges_per_s_bound(self) -> float | None:
@@ -302,8 +332,14 @@ class Plan:
              f"({1e3 * self.sample_s_per_batch:.1f} ms per batch, one sampler thread)"),
             (f"{u}/s bound", _rate(self.seeds_per_s_bound)),
         ]
+        if self.train_s_per_batch:
+            rows.append((f"{u}/s with a {1e3 * self.train_s_per_batch:g} ms training step",
+                         _rate(self.seeds_per_s_predicted)))
         w = max(len(k) for k, _ in rows)
         out = [f"{k:<{w}}  {v}" for k, v in rows]
+        if self.alternatives:
+            out += ["", self._layouts_head(u)]
+            out += [_layout_row(a, u) for a in self.alternatives]
         if self.curve:
             out += ["", f"{'cached rows':>12} {'cache':>10} {'memory needed':>14} {'hit rate':>9} "
                     f"{'reads/batch':>12} {u + '/s (device)':>17}"]
@@ -312,6 +348,29 @@ class Plan:
                            f"{fz(c['memory_needed'], 1):>14} {c['hit_rate']:>9.1%} "
                            f"{c['reads_per_batch']:>12,.0f} {_rate(c['seeds_per_s_io_bound']):>17}")
         return "\n".join(out)
+
+
+    def _layouts_head(self, unit: str) -> str:
+        cuda = self.memory["in_flight"] == 0
+        what = (f"staging {format_size(self.staging_bytes)}" if cuda
+                else f"{self.batches_in_flight} batch buffer(s)")
+        how = "chosen for" if self.chosen else "given; compared for"
+        train = f"a {1e3 * self.train_s_per_batch:g} ms training step"
+        loop = ("holds each batch while asking for the next" if self.loop == "holds"
+                else "drops each batch before asking for the next")
+        return (f"layouts at this memory ({what} {how} {train} and a loop that {loop}):\n"
+                f"{'layout':>22} {'cache rows':>11} {'hit rate':>9} {'reads/batch':>12} "
+                f"{unit + '/s':>9}")
+
+
+def _layout_row(a: dict, unit: str) -> str:
+    name = (f"staging {format_size(a['staging_bytes'])}" if a["batches_in_flight"] == 0
+            else f"{a['batches_in_flight']} batch buffer(s)")
+    tag = "  <- planned" if a["planned"] else (
+        "  (not for this loop)" if not a["loop_ok"] else "  (does not fit)" if not a["fits"]
+        else "")
+    return (f"{name:>22} {a['cache_rows']:>11,} {a['hit_rate']:>9.1%} "
+            f"{a['reads_per_batch']:>12,.0f} {_rate(a['seeds_per_s']):>9}{tag}")
 
 
 def _rate(x) -> str:
@@ -325,12 +384,12 @@ def _ios_per_read(row_bytes: int) -> int:
 def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: int | None = None,
          read_iops: float | None = None, read_iops_source: str = "given",
          batches: int | None = None, max_whole_epoch: int = 64, prefetch: int = 2,
-         batches_in_flight: int = 2, device: str = "cpu",
+         batches_in_flight: int | str = "auto", device: str = "cpu",
          interpreter_bytes: int | None = None, staging_bytes: int = 64 << 20,
          feature: str = "feat", ntype: str | None = None, seed: int = 0,
          curve=CURVE_SHARES, use_budget: bool | None = None, task: str = "node",
          neg_sampling_ratio: float = 1.0, sampling: str = "uniform",
-         read_bps: float | None = None) -> Plan:
+         read_bps: float | None = None, train_s: float = 0.0, loop: str = "holds") -> Plan:
     """Measure and plan a loader on ``store``: ``task="node"`` a
     :class:`loaders.NeighborLoader`, ``"link"`` a :class:`loaders.LinkNeighborLoader`
     (``input_nodes`` is then its ``edge_label_index``, see :func:`link_input`, with
@@ -363,6 +422,8 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
         As the loader takes them: ``batches_in_flight`` feature buffers on the CPU (none with
         ``device="cuda"``, where batches live on the GPU and two pinned staging buffers of
         ``staging_bytes`` are held instead), ``prefetch + 3`` sampled subgraphs.
+        ``"auto"``: the layout (buffers; CUDA: staging bytes) of most predicted seeds/s with
+        a training step of ``train_s`` seconds a batch and a loop of kind ``loop`` (:data:`LOOPS`).
     interpreter_bytes, staging_bytes
         Memory counted for the interpreter and each of the loader's staging buffers. By
         default the interpreter is what this process holds when the plan starts (``RssAnon``:
@@ -379,12 +440,11 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     """
     if interpreter_bytes is None:
         interpreter_bytes = max(MIN_INTERPRETER_BYTES, sysmem.rss_anon())
-    if memory is None:  # before sampling: the store pages it maps are not the loader's
-        memory, source = available_memory()
-    else:
-        source = "given"
+    # before sampling: the store pages it maps are not the loader's
+    memory, source = available_memory() if memory is None else (memory, "given")
     if task not in TASKS:
         raise LoaderArgumentError(f"Expected task in {TASKS}. Got {task!r} instead.")
+    _check_layout(batches_in_flight, staging_bytes, train_s, loop)
     link = None
     if task == "link":
         link = _link_loader(store, input_nodes, num_neighbors, batch_size, neg_sampling_ratio,
@@ -393,14 +453,95 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
         input_nodes = parse_input(store, input_nodes)
     m = _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
                  feature, ntype, seed, link, sampling)
-    mem, cache_rows, model, lp = _memory_plan(
-        store, m, int(memory), source, device=device, batches_in_flight=batches_in_flight,
-        prefetch=prefetch, staging_bytes=staging_bytes, interpreter_bytes=interpreter_bytes,
-        use_budget=use_budget)
-    chunk = None if device == "cpu" else max(1, int(staging_bytes) // m.row_bytes[m.ntype])
-    r = _Replay(store, m, read_iops, read_bps, chunk)
-    return _assemble(store, num_neighbors, batch_size, m, r, mem,
-                     cache_rows, model, lp, source, read_iops, read_iops_source, curve)
+    alts = _layouts(store, m, int(memory), source, device=device, prefetch=prefetch,
+                    staging_bytes=int(staging_bytes), interpreter_bytes=interpreter_bytes,
+                    use_budget=use_budget, read_iops=read_iops, read_bps=read_bps,
+                    train_s=float(train_s), loop=loop, given=batches_in_flight)
+    return _assemble_layout(store, num_neighbors, batch_size, m, alts, source, read_iops,
+                            read_iops_source, curve, batches_in_flight == "auto",
+                            float(train_s), loop)
+
+
+def _assemble_layout(store, num_neighbors, batch_size, m, alts, source, read_iops,
+                     read_iops_source, curve, auto: bool, train_s: float, loop: str) -> Plan:
+    """The :class:`Plan` of the layout chosen among ``alts`` (``auto``) or given."""
+    pick = _choose(alts) if auto else next(a for a in alts if a["given"])
+    pick["planned"] = True
+    mem, cache_rows, model, lp, r = pick["_plan"]
+    for a in alts:
+        del a["_plan"], a["given"]
+    p = _assemble(store, num_neighbors, batch_size, m, r, mem,
+                  cache_rows, model, lp, source, read_iops, read_iops_source, curve)
+    p.batches_in_flight, p.staging_bytes = pick["batches_in_flight"], pick["staging_bytes"]
+    p.chosen, p.train_s_per_batch, p.loop, p.alternatives = auto, train_s, loop, alts
+    p.seeds_per_s_predicted = pick["seeds_per_s"]
+    return p
+
+
+def _check_layout(batches_in_flight, staging_bytes, train_s, loop) -> None:
+    """:func:`plan`'s layout arguments, or :class:`LoaderArgumentError` naming the bad one."""
+    if loop not in LOOPS:
+        raise LoaderArgumentError(f"Expected loop in {LOOPS}. Got {loop!r} instead.")
+    if not (isinstance(train_s, (int, float)) and train_s >= 0):
+        raise LoaderArgumentError(f"Expected train_s >= 0 (seconds per batch). Got {train_s!r}.")
+    if int(staging_bytes) < 1:
+        raise LoaderArgumentError(f"Expected staging_bytes >= 1. Got {staging_bytes!r}.")
+    if batches_in_flight != "auto" and not (isinstance(batches_in_flight, int)
+                                            and batches_in_flight >= 1):
+        raise LoaderArgumentError(f"Expected batches_in_flight 'auto' or an int >= 1. Got "
+                                  f"{batches_in_flight!r} instead.")
+
+
+def _layouts(store, m: _Measured, memory: int, source: str, *, device, prefetch, staging_bytes,
+             interpreter_bytes, use_budget, read_iops, read_bps, train_s, loop,
+             given) -> list[dict]:
+    """Each layout the loader could run with at ``memory`` (see the module doc): its plan,
+    cache, replayed hit rate and reads, and predicted seeds/s (``given``: the one asked for,
+    ``"auto"`` for none)."""
+    cuda = str(device).startswith("cuda")
+    layouts = ([(0, st) for st in sorted(set(STAGING_CHOICES) | {staging_bytes})] if cuda
+               else [(k, staging_bytes)
+                     for k in sorted(set(LAYOUT_BUFFERS) | ({given} - {"auto"}))])
+    replays: dict = {}
+    alts = []
+    for k, st in layouts:
+        mem, cache_rows, model, lp = _memory_plan(
+            store, m, memory, source, device=device, batches_in_flight=max(k, 1),
+            prefetch=prefetch, staging_bytes=st, interpreter_bytes=interpreter_bytes,
+            use_budget=use_budget)
+        chunk = max(1, st // m.row_bytes[m.ntype]) if cuda else None
+        if chunk not in replays:
+            replays[chunk] = _Replay(store, m, read_iops, read_bps, chunk)
+        r = replays[chunk]
+        at = r.at(cache_rows)
+        alts.append(dict(batches_in_flight=k, staging_bytes=st, cache_rows=cache_rows,
+                         hit_rate=at["hit_rate"], reads_per_batch=at["reads_per_batch"],
+                         seeds_per_s=_layout_rate(r, at, k, train_s),
+                         loop_ok=cuda or k >= 2 or loop == "drops", fits=bool(mem["fits"]),
+                         planned=False, given=given != "auto"
+                         and (st == staging_bytes if cuda else k == given),
+                         _plan=(mem, cache_rows, model, lp, r)))
+    return alts
+
+
+def _layout_rate(r: _Replay, at: dict, in_flight: int, train_s: float) -> float | None:
+    """Predicted seeds/s of a layout (see the module doc): ``None`` when nothing bounds it."""
+    io = at["seeds_per_s_io_bound"]
+    t_io = r.seeds_pb / io if io else 0.0
+    t = max(t_io + train_s, r.samp) if in_flight == 1 else max(t_io, r.samp, train_s)
+    return r.seeds_pb / t if t > 0 else None
+
+
+def _choose(alts: list) -> dict:
+    """The layout with the most predicted seeds/s (then the best hit rate, then the fewest
+    buffers) among those that fit and suit the loop; when none fits, the one that needs the
+    least memory among those that suit the loop."""
+    ok = [a for a in alts if a["loop_ok"]]
+    good = [a for a in ok if a["fits"]]
+    if not good:
+        return ok[0]  # the fewest buffers / smallest staging: the least memory
+    return max(good, key=lambda a: (a["seeds_per_s"] or 0.0, a["hit_rate"],
+                                    -a["batches_in_flight"], -a["staging_bytes"]))
 
 
 def _assemble(store, num_neighbors, batch_size, m, r, mem, cache_rows, model, lp, source,

@@ -362,22 +362,28 @@ def test_cold_numba_cache_loader_and_job_under_memcap(capped_store, tmp_path, mo
     print(peaks)
 
 
-def test_plan_notes_what_one_batch_buffer_would_cache(capped_store):
-    """With two batch buffers and a cache, the plan says how many more rows one buffer would
-    cache: exactly the difference to the plan of the same loader with batches_in_flight=1."""
+def test_plan_lists_the_cache_of_each_batch_buffer_layout(capped_store):
+    """With a cache, the plan lists the cache rows of 1, 2 and 3 batch buffers at its budget:
+    exactly the cache of the same loader built with that batches_in_flight."""
     import featurestore as fs
     from graph_helpers import probe_plan
     from loaders import NeighborLoader
+    from loaders.memory.budget import LAYOUT_BUFFERS
 
     kw = dict(num_neighbors=[10, 5], input_nodes="train", batch_size=256, device="cpu",
               cache="degree")
     with fs.open_store(capped_store) as s:
         asked = probe_plan(s, **{k: v for k, v in kw.items() if k != "cache"})
         memory = asked.needed_bytes + asked.feature_bytes // 4
-        two = NeighborLoader(s, memory=memory, **kw)
-        one = NeighborLoader(s, memory=memory, batches_in_flight=1, **kw)
-        more = sum(one.plan.cache_rows.values()) - sum(two.plan.cache_rows.values())
-        assert more > 0
-        note = next(n for n in two.plan.notes if n.startswith("batches_in_flight=1"))
-        assert f"would cache {more:,} more rows" in note
-        assert not any(n.startswith("batches_in_flight=1") for n in one.plan.notes)
+        built = {k: NeighborLoader(s, memory=memory, batches_in_flight=k, **kw)
+                 for k in LAYOUT_BUFFERS}
+        two = built[2].plan
+        assert [a["batches_in_flight"] for a in two.alternatives] == list(LAYOUT_BUFFERS)
+        for a in two.alternatives:
+            assert a["cache_rows"] == sum(built[a["batches_in_flight"]].plan.cache_rows.values())
+            assert a["planned"] == (a["batches_in_flight"] == 2)
+        rows = [a["cache_rows"] for a in two.alternatives]
+        assert rows[0] > rows[1] > rows[2] or rows[2] == 0 < rows[1] < rows[0]
+        assert "layouts" in str(two) and f"{rows[0]:,} cache rows" in str(two)
+        assert built[1].plan.alternatives == [dict(a, planned=a["batches_in_flight"] == 1)
+                                              for a in two.alternatives]

@@ -11,6 +11,7 @@ import pytest
 
 import featurestore as fs
 from loaders.memory import trace as cp
+from loaders.errors import LoaderArgumentError
 from loaders.memory import plan as P
 
 # A tiny directed graph: CSC in-neighbours of each destination (node v's sources).
@@ -196,6 +197,82 @@ def test_plan_sizes_the_cache_as_the_loader_does(homo_store):
     assert q.hit_rate < p.hit_rate == 1
 
 
+def test_plan_chooses_the_layout_with_the_most_seeds_per_s(homo_store):
+    """``batches_in_flight="auto"``: each layout's cache and hit rate are those of the plan
+    given that layout; its seeds/s is the module doc's batch time (the gather overlapping the
+    training step with two or more buffers, not with one) worked out here by hand; the choice
+    is the fastest layout that fits and suits the loop."""
+    kw = dict(batch_size=256, read_iops=2e4, interpreter_bytes=100 << 20)
+    whole = P.plan(homo_store, "train", [5, 3], memory=600 << 20, **kw)
+    mem = (100 << 20) + whole.loader_plan["planned_bytes"] + whole.memory["topology"] + 20_000
+    given = {k: P.plan(homo_store, "train", [5, 3], memory=mem, batches_in_flight=k, **kw)
+             for k in (1, 2, 3)}
+    assert given[1].cache_rows > given[2].cache_rows  # a buffer is cache rows given up
+    assert given[1].ios_per_batch > 0  # even one buffer leaves rows to read
+
+    def by_hand(k, train, p):
+        g = given[k]  # its reads; the sampling time is the plan's own measurement
+        t_s = p.sample_s_per_batch
+        seeds = p.seeds_per_s_sample_bound * t_s  # seeds per batch
+        # the I/O bound: an I/O a 1/read_iops (no read_bps given), none when all is cached
+        t_io = g.ios_per_batch / kw["read_iops"]
+        assert g.seeds_per_s_io_bound is None if t_io == 0 else \
+            g.seeds_per_s_io_bound == pytest.approx(seeds / t_io)
+        t = max(t_io + train, t_s) if k == 1 else max(t_io, t_s, train)
+        return seeds / t
+
+    for loop, train in (("drops", 0.0), ("holds", 0.0), ("drops", 10.0), ("holds", 10.0)):
+        p = P.plan(homo_store, "train", [5, 3], memory=mem, loop=loop, train_s=train, **kw)
+        alts = {a["batches_in_flight"]: a for a in p.alternatives}
+        assert sorted(alts) == [1, 2, 3]
+        for k, a in alts.items():
+            assert a["cache_rows"] == given[k].cache_rows
+            assert a["hit_rate"] == pytest.approx(given[k].hit_rate)
+            assert a["seeds_per_s"] == pytest.approx(by_hand(k, train, p))
+            assert a["loop_ok"] == (k >= 2 or loop == "drops")
+        ok = [k for k in alts if alts[k]["loop_ok"] and alts[k]["fits"]]
+        best = max(ok, key=lambda k: (by_hand(k, train, p), given[k].hit_rate, -k))
+        assert p.chosen and p.batches_in_flight == best
+        assert [a["planned"] for a in p.alternatives] == [k == best for k in (1, 2, 3)]
+        assert p.cache_rows == given[best].cache_rows
+        assert p.seeds_per_s_predicted == pytest.approx(by_hand(best, train, p))
+        if loop == "holds":
+            assert best != 1  # two host batches exist at once in a loop that holds one
+    # with no training step a drop-first loop is fastest on one buffer (the most cache); a
+    # step longer than the gather makes the overlap of two buffers worth their cache
+    assert P.plan(homo_store, "train", [5, 3], memory=mem, loop="drops", **kw) \
+        .batches_in_flight == 1
+    assert P.plan(homo_store, "train", [5, 3], memory=mem, loop="drops", train_s=10.0, **kw) \
+        .batches_in_flight == 2
+    assert "<- planned" in given[2].table() and not given[2].chosen
+    with pytest.raises(LoaderArgumentError, match="loop"):
+        P.plan(homo_store, "train", [5, 3], loop="keeps")
+    with pytest.raises(LoaderArgumentError, match="batches_in_flight"):
+        P.plan(homo_store, "train", [5, 3], batches_in_flight=0)
+
+
+def test_plan_compares_staging_sizes_with_cuda(homo_store):
+    """With CUDA there are no CPU batch buffers: the layouts are the staging sizes, each
+    replayed with its own chunks (a chunk's misses merge into spans)."""
+    mem = 600 << 20
+    p = P.plan(homo_store, "train", [5, 3], batch_size=256, memory=mem, read_iops=2e4,
+               interpreter_bytes=100 << 20, device="cuda", staging_bytes=1 << 20)
+    sizes = [a["staging_bytes"] for a in p.alternatives]
+    assert sizes == sorted(set(P.STAGING_CHOICES) | {1 << 20})
+    assert all(a["batches_in_flight"] == 0 for a in p.alternatives)
+    for a in p.alternatives:
+        q = P.plan(homo_store, "train", [5, 3], batch_size=256, memory=mem, read_iops=2e4,
+                   interpreter_bytes=100 << 20, device="cuda", staging_bytes=a["staging_bytes"],
+                   batches_in_flight=2)
+        assert a["cache_rows"] == q.cache_rows and not q.chosen
+        assert a["reads_per_batch"] == pytest.approx(q.reads_per_batch)
+        seeds = p.seeds_per_s_sample_bound * p.sample_s_per_batch  # per batch
+        assert a["seeds_per_s"] == pytest.approx(
+            seeds / max(q.ios_per_batch / 2e4, p.sample_s_per_batch))
+    assert p.staging_bytes == max(p.alternatives, key=lambda a: (
+        a["seeds_per_s"] or 0, a["hit_rate"], -a["staging_bytes"]))["staging_bytes"]
+
+
 def test_plan_samples_as_the_loaders_sampling(homo_store):
     """``sampling="labor"``: the plan's rows per batch are those of the LABOR loader's own
     batches (the same seeds and draws), fewer than uniform sampling's."""
@@ -267,6 +344,16 @@ def test_plan_cli_end_to_end(tiny, capsys):
     out = capsys.readouterr().out
     assert "seeds/s bound" in out and "distinct rows per batch" in out
     assert main(["plan", tiny, "--input", "nope", "--no-probe"]) == 2
+    for bad in (["--batches-in-flight", "0"], ["--batches-in-flight", "two"],
+                ["--train-ms", "-1"], ["--loop", "keeps"]):
+        with pytest.raises(SystemExit) as e:
+            main(args + bad)
+        assert e.value.code == 2
+    assert main(args + ["--batches-in-flight", "1", "--loop", "drops", "--train-ms", "5",
+                        "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["batches_in_flight"] == 1 and d["loop"] == "drops" and not d["chosen"]
+    assert d["train_s_per_batch"] == pytest.approx(0.005)
 
 
 # -- link batches (--task link) ----------------------------------------------------------------
