@@ -3,8 +3,10 @@
 ``loaders.NeighborLoader`` yields PyG ``Data``/``HeteroData``, DGL blocks or raw
 :class:`~loaders.sample.sampler.MiniBatch` objects; ``loaders.pyg`` plugs the store and sampler into
 PyG's own ``FeatureStore``/``GraphStore``/``BaseSampler`` interfaces; ``loaders.dgl`` converts
-to DGL blocks. torch_geometric and dgl are imported lazily, by those modules only: the
-attributes ``loaders.pyg`` and ``loaders.dgl`` import them on first use.
+to DGL blocks; ``loaders.graphbolt`` answers DGL GraphBolt's names (``OnDiskDataset``,
+``ItemSampler``, ``DataLoader``...). torch_geometric and dgl are imported lazily, by those
+modules only: the attributes ``loaders.pyg``, ``loaders.dgl`` and ``loaders.graphbolt`` are
+imported on first use.
 
 Importing this package makes numba's threading layer fork-safe (TBB, else workqueue) unless
 the user chose one (see :mod:`featurestore.threading_layer`, run by ``import featurestore``),
@@ -41,11 +43,12 @@ __all__ = ["NeighborLoader", "LinkNeighborLoader", "NegativeSampling", "LoaderSt
            "LoaderArgumentError", "UnsupportedArgumentError"]
 # not in __all__: ``from loaders import *`` must not import torch_geometric or dgl
 
-_LAZY = ("pyg", "dgl")
+_LAZY = ("pyg", "dgl", "graphbolt")
 
 
 def __getattr__(name):
-    """``loaders.pyg`` / ``loaders.dgl``: imported on first access (they import PyG / DGL)."""
+    """``loaders.pyg`` / ``loaders.dgl`` / ``loaders.graphbolt``: imported on first access
+    (they import PyG / DGL)."""
     if name in _LAZY:
         import importlib
 

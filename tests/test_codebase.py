@@ -6,6 +6,8 @@
 * ``featurestore`` imports none of the others; ``preprocess`` and ``loaders`` only
   ``featurestore``; ``benchmarks`` any of them.
 * No function outside the tests is longer than 80 lines; no class longer than 300 (issue 17).
+  A ported peer script (``examples/`` file opening with ``# Ported from``) is the peer's code
+  as written, bar its counted changes: its sizes are the peer's and are not checked.
 * No import cycle inside a package, function-local imports and ``from pkg import module``
   included (issue 17): a cycle hidden behind a function-local import is still a cycle.
 * Every folder of the four packages is a package whose ``__init__`` docstring says its job.
@@ -35,6 +37,11 @@ DOCTESTED = ("featurestore.units",)
 def _modules(pkg: str):
     for path in sorted((ROOT / pkg).rglob("*.py")):
         yield path, ast.parse(path.read_text(), filename=str(path))
+
+
+def _ported(path: Path) -> bool:
+    """Whether ``path`` is a peer's script ported with a counted diff (its header says so)."""
+    return path.read_text().startswith("# Ported from")
 
 
 def _private(name: str) -> bool:
@@ -100,6 +107,8 @@ def test_layering(pkg):
 def test_no_long_functions(pkg):
     long = []
     for path, tree in _modules(pkg):
+        if _ported(path):
+            continue
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1
@@ -112,6 +121,8 @@ def test_no_long_functions(pkg):
 def test_no_long_classes(pkg):
     long = []
     for path, tree in _modules(pkg):
+        if _ported(path):
+            continue
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 n = node.end_lineno - node.lineno + 1

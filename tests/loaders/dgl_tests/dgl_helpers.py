@@ -9,6 +9,7 @@ DGL adapter is tested against a sampled graph we can check by hand.
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -153,4 +154,39 @@ def minibatch(store, sub: SampledSubgraph, device="cpu") -> MiniBatch:
 
 
 __all__ = ["EdgeType", "MiniBatch", "SampledSubgraph", "csc_of", "homo_store", "hetero_store",
-           "sample", "minibatch", "import_dgl"]
+           "sample", "minibatch", "import_dgl", "patch_hunks", "unport", "unported_blob"]
+
+
+def patch_hunks(patch: str) -> list[tuple[int, int, list[str], list[str]]]:
+    """``(old start, new start, removed lines, added lines)`` of a ``diff -U0`` patch."""
+    out = []
+    for line in patch.splitlines(keepends=True)[2:]:
+        m = re.match(r"@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", line)
+        if m:
+            out.append((int(m[1]), int(m[2]), [], []))
+        else:
+            out[-1][2 if line[0] == "-" else 3].append(line[1:])
+    return out
+
+
+def unport(body: list[str], hunks) -> list[str]:
+    """The original of ``body``: each hunk's added lines back to its removed ones."""
+    lines = list(body)
+    for _, new, removed, added in reversed(hunks):
+        at = new - 1 if added else new  # diff's start of an empty range is the line before
+        assert lines[at: at + len(added)] == added
+        lines[at: at + len(added)] = removed
+    return lines
+
+
+def unported_blob(script: str, patch: str, header_end: str) -> tuple[str, int]:
+    """``(git blob id of the original, changed lines)`` of a port: ``script``'s text below
+    ``header_end`` with ``patch``'s hunks undone; a hunk counts the larger of its removed and
+    added lines."""
+    import hashlib
+
+    body = script.split(header_end, 1)[1].splitlines(keepends=True)
+    hunks = patch_hunks(patch)
+    original = "".join(unport(body, hunks)).encode()
+    blob = hashlib.sha1(b"blob %d\0" % len(original) + original).hexdigest()
+    return blob, sum(max(len(r), len(a)) for _, _, r, a in hunks)

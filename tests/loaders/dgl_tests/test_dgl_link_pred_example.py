@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dgl_helpers import csc_of, import_dgl
+from dgl_helpers import csc_of, import_dgl, patch_hunks, unport
 
 dgl = import_dgl()
 
@@ -27,34 +27,12 @@ UPSTREAM_BLOB = "18fae41af7eef44e809cac89f7112c98cd228fde"  # v2.1.0:examples/..
 HEADER_END = "# --- end of header ---\n"
 
 
-def _hunks(patch: str) -> list[tuple[int, int, list[str], list[str]]]:
-    """``(old start, new start, removed lines, added lines)`` of a ``diff -U0`` patch."""
-    out = []
-    for line in patch.splitlines(keepends=True)[2:]:
-        m = re.match(r"@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", line)
-        if m:
-            out.append((int(m[1]), int(m[2]), [], []))
-        else:
-            out[-1][2 if line[0] == "-" else 3].append(line[1:])
-    return out
-
-
-def _unport(body: list[str], hunks) -> list[str]:
-    """The original of ``body``: each hunk's added lines back to its removed ones."""
-    lines = list(body)
-    for _, new, removed, added in reversed(hunks):
-        at = new - 1 if added else new  # diff's start of an empty range is the line before
-        assert lines[at: at + len(added)] == added
-        lines[at: at + len(added)] = removed
-    return lines
-
-
 def test_port_is_dgl_file_plus_patch_and_counts():
     text = SCRIPT.read_text()
     assert text.startswith("# Ported from DGL 2.1.0") and "Apache License" in text
     body = text.split(HEADER_END, 1)[1].splitlines(keepends=True)
-    hunks = _hunks(PATCH.read_text())
-    original = "".join(_unport(body, hunks)).encode()
+    hunks = patch_hunks(PATCH.read_text())
+    original = "".join(unport(body, hunks)).encode()
     blob = hashlib.sha1(b"blob %d\0" % len(original) + original).hexdigest()
     assert blob == UPSTREAM_BLOB
     changed = sum(max(len(r), len(a)) for _, _, r, a in hunks)
