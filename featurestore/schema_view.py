@@ -77,6 +77,18 @@ class SchemaView:
             e = found[0]
         return e.etype, e
 
+    def node_order(self, ntype: str | None = None) -> dict | None:
+        """How the ids of a node type were ordered on disk, or None when not recorded.
+
+        ``{"order": "presample", "hot_rows": 419430, ...}`` as ``featurestore preprocess
+        reorder`` writes it: ids ``0 .. hot_rows - 1`` are the rows its ranking put hottest,
+        hottest first (any prefix of them is that ranking's top rows); see docs/format.md.
+        """
+        nt = self.resolve_ntype(ntype)
+        order = self.meta.extra.get("node_order", {})
+        found = order.get(nt) if isinstance(order, dict) else None
+        return dict(found) if isinstance(found, dict) else None
+
     def metadata(self) -> tuple[list[str], list[tuple[str, str, str]]]:
         """The node and edge types, as PyG's ``HeteroData.metadata()`` gives them.
 

@@ -307,6 +307,20 @@ class StoreWriter(EdgeDataSteps):
                     iter_blocks(arr))
         self._record(self._meta.with_split(name, ntype, int(arr.shape[0])))
 
+    def set_node_order(self, ntype: str, order: dict[str, Any]) -> None:
+        """Record how the ids of ``ntype`` are ordered (root attribute ``node_order``, see
+        docs/format.md): ``order["order"]`` names it, ``order["hot_rows"]`` is the length of
+        the id prefix holding the rows ranked hottest, hottest first (0: none)."""
+        self._ntype(ntype)
+        if not isinstance(order.get("order"), str) or \
+                not isinstance(order.get("hot_rows"), (int, np.integer)):
+            raise SchemaError(f"Expected a node order for {ntype!r} with 'order' (a name) and "
+                              f"'hot_rows' (an integer). Got {order!r} instead.")
+        orders = dict(self._meta.extra.get("node_order", {}))
+        orders[ntype] = {k: (v.item() if isinstance(v, np.generic) else v)
+                         for k, v in order.items()}
+        self._record(self._meta.with_extra("node_order", orders))
+
     def add_provenance(self, step: str, **info: Any) -> None:
         """Record a preprocessing step (inputs, options, timings) in the root attributes."""
         entry = {"step": step, "tool": f"featurestore {__version__}",

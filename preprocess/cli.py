@@ -25,6 +25,8 @@ import argparse
 import logging
 from importlib.metadata import entry_points
 
+from featurestore.argtypes import fanout_list, positive_int
+
 from preprocess.steps.memory import parse_size
 
 __all__ = ["register", "add_preprocess_command", "add_job_arguments", "add_dask_argument",
@@ -146,8 +148,57 @@ def register(subparsers) -> None:
     add_dask_argument(q)
     q.set_defaults(func=_run_edges)
 
+    _add_reorder(add_preprocess_command)
+
     for ep in entry_points(group=PREPROCESS_COMMAND_GROUP):
         ep.load()(add_preprocess_command)
+
+
+def _add_reorder(add_command) -> None:
+    q = add_command(
+        "reorder", "a store renumbered hot-first, the rest in a locality order, to a new store",
+        "Write SRC renumbered to a new store DST: the rows the ranking puts hottest first "
+        "(an id prefix, hottest first), the others breadth first from them, so that a "
+        "batch's misses share disk blocks. Features, labels, values, splits, orig_id and "
+        "the edges follow; SRC is only read. See docs/preprocess.md.")
+    q.add_argument("src", metavar="SRC", help="the store to reorder (only read)")
+    q.add_argument("dst", metavar="DST", help="where the reordered store goes (a new store)")
+    q.add_argument("--order", choices=["presample", "degree", "bfs"], default="presample",
+                   help="hot prefix ranked by a presample pass (the loader's static cache "
+                        "ranking), by degree, or none (bfs: breadth first only)")
+    q.add_argument("--node-type", default=None,
+                   help="the node type renumbered (default: the one with the most feature "
+                        "bytes)")
+    q.add_argument("--hot", default="25%",
+                   help="rows in the hot prefix, hottest first: a count or a share (25%%); "
+                        "about the rows an epoch touches (featurestore plan shows them)")
+    q.add_argument("--fanouts", type=fanout_list, default="15,10,5",
+                   help="presample: fanouts per layer")
+    q.add_argument("--batch-size", type=positive_int, default=1024,
+                   help="presample: seeds per batch")
+    q.add_argument("--input", default="train",
+                   help="presample: the split whose nodes are the seeds, or 'all'")
+    q.add_argument("--epochs", type=positive_int, default=1, help="presample: epochs of batches")
+    q.add_argument("--seed", type=int, default=0, help="presample: the loader's seed")
+    q.add_argument("--expand-max-degree", type=positive_int, default=None, metavar="D",
+                   help="the breadth-first order places nodes of in-degree above D without "
+                        "expanding them (default: every node expanded)")
+    q.add_argument("--scratch", default=None, metavar="DIR",
+                   help="scratch and work files go under DIR (default: inside DST)")
+    q.set_defaults(func=_run_reorder)
+
+
+def _run_reorder(args) -> int:
+    from preprocess.jobs.reorder import run_reorder
+
+    fanouts = [int(f) for f in args.fanouts.split(",") if f.strip()]
+    job = run_reorder(args.src, args.dst, order=args.order, ntype=args.node_type,
+                      hot=args.hot, fanouts=fanouts, batch_size=args.batch_size,
+                      input=None if args.input == "all" else args.input, epochs=args.epochs,
+                      seed=args.seed, expand_max_degree=args.expand_max_degree,
+                      scratch_dir=args.scratch, **job_kwargs(args))
+    print(job.plan_text() if args.dry_run else job.summary())
+    return 0
 
 
 def _run_spec(args) -> int:

@@ -20,6 +20,7 @@ __all__ = [
     "BudgetTooSmallError",
     "DaskNotInstalledError",
     "EdgeColumnError",
+    "ReorderError",
 ]
 
 
@@ -63,3 +64,9 @@ class EdgeColumnError(BadInputError):
     """Per-edge columns (edge features, values) cannot be carried into CSC order: options that
     merge or reorder edges without a rule for their rows (coalesce, unsorted neighbours), a
     CSC that is not the input's, or a column of the wrong shape."""
+
+
+class ReorderError(PreprocessError, ValueError):
+    """A store cannot be reordered as asked: an unknown order or node type, a hot prefix
+    larger than the node type, an output inside the input store, or no ranking of that name
+    installed."""

@@ -15,6 +15,9 @@ from featurestore.cli import main
     (["plan", "STORE", "--fanouts", "15,-3"], "--fanouts"),
     (["replicate", "SRC", "DST", "--part-mib", "0"], "--part-mib"),
     (["replicate", "SRC", "DST", "--threads", "0"], "--threads"),
+    (["preprocess", "reorder", "SRC", "DST", "--fanouts", "a,b"], "--fanouts"),
+    (["preprocess", "reorder", "SRC", "DST", "--batch-size", "0"], "--batch-size"),
+    (["preprocess", "reorder", "SRC", "DST", "--expand-max-degree", "-1"], "--expand-max-degree"),
 ])
 def test_bad_numbers_are_usage_errors(argv, what, capsys):
     with pytest.raises(SystemExit) as e:

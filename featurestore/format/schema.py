@@ -508,6 +508,14 @@ class StoreSchema:
         """Return this schema with provenance ``entry`` (a preprocessing step) appended."""
         return dataclasses.replace(self, provenance=self.provenance + (entry,))
 
+    def with_extra(self, key: str, value: Any) -> StoreSchema:
+        """Return this schema with root attribute ``key`` (one the schema does not parse,
+        such as ``node_order``) set to ``value`` (JSON)."""
+        if key in _KNOWN:
+            raise ValueError(f"Expected a root attribute outside the schema's own keys "
+                             f"{_KNOWN}. Got {key!r} instead.")
+        return dataclasses.replace(self, extra=_frozen({**self.extra, key: value}))
+
     def committed(self, generation: str, topology_checks: dict) -> StoreSchema:
         """Return this schema complete, as generation ``generation`` with its CSC check records."""
         extra = _frozen({**self.extra, "topology_checks": topology_checks})
