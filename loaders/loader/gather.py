@@ -250,6 +250,8 @@ class BatchGather:
         """A batch buffer of ``n`` rows from the pool ``key`` (counting overflows)."""
         pool = self.pools[key]
         o0 = pool.overflows
+        if self.budgeted and n > pool.rows:
+            self._past_plan(key, n, pool)
         buf = pool.take(n, wait if self.budgeted else None)
         if pool.overflows != o0:
             self.stats.overflows += 1
@@ -259,6 +261,21 @@ class BatchGather:
                             "the memory plan (drop each batch before the next, or use "
                             "batches_in_flight=2)", pool.max_buffers)
         return buf
+
+    def _past_plan(self, key: str, n: int, pool) -> None:
+        """Count (and warn once of) a batch with more rows than the plan's buffers hold."""
+        st = self.stats
+        row = int(torch.Size(pool.row_shape).numel()) * torch.empty((), dtype=pool.dtype) \
+            .element_size()
+        past = (n - pool.rows) * row
+        st.past_plan_batches += 1
+        if st.past_plan_batches == 1:
+            log.warning("a batch of %d %s rows, more than the %d the memory plan's buffers hold "
+                        "(the most of the batches it measured, plus headroom): %.1f MiB past "
+                        "the plan, taken from its safety margin. Leave more room (memory=) or "
+                        "lower batch_size or the fanouts if this repeats", n, key, pool.rows,
+                        past / 2**20)
+        st.past_plan_bytes = max(st.past_plan_bytes, past)
 
     # -- the path ------------------------------------------------------------------------
     def batch(self, sub: SampledSubgraph, sink, dropped=frozenset()) -> MiniBatch:

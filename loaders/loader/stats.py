@@ -21,7 +21,9 @@ class LoaderStats:
     through the feature cache: ``hits`` (rows served by the hot tier), ``misses`` (rows read
     from the store), ``reads`` (I/O requests issued for them, after merging neighbouring rows)
     and ``bytes_read``. ``overflows`` counts batch buffers made past the plan because the
-    training loop held every planned one while asking for the next batch.
+    training loop held every planned one while asking for the next batch; ``past_plan_bytes``
+    the most bytes one batch buffer held past the plan's rows, when a batch had more distinct
+    rows than the plan measured (plus its headroom), and ``past_plan_batches`` how many did.
 
     With a CUDA device, ``h2d_bytes`` counts the feature bytes copied host to device; with a
     GPU tier (``gpu_cache_bytes=``), ``gpu_hits``/``gpu_misses`` count rows it served or
@@ -37,6 +39,8 @@ class LoaderStats:
     reads: int = 0
     bytes_read: int = 0
     overflows: int = 0
+    past_plan_bytes: int = 0
+    past_plan_batches: int = 0
     h2d_bytes: int = 0
     gpu_hits: int = 0
     gpu_misses: int = 0
@@ -46,6 +50,7 @@ class LoaderStats:
         """Zero every counter and time."""
         self.batches, self.sample, self.gather, self.wait = 0, 0.0, 0.0, 0.0
         self.hits = self.misses = self.reads = self.bytes_read = self.overflows = 0
+        self.past_plan_bytes = self.past_plan_batches = 0
         self.h2d_bytes = self.gpu_hits = self.gpu_misses = self.gpu_saved_bytes = 0
 
     @property

@@ -387,3 +387,47 @@ def test_plan_lists_the_cache_of_each_batch_buffer_layout(capped_store):
         assert "layouts" in str(two) and f"{rows[0]:,} cache rows" in str(two)
         assert built[1].plan.alternatives == [dict(a, planned=a["batches_in_flight"] == 1)
                                               for a in two.alternatives]
+
+
+def test_a_batch_past_the_planned_rows_is_counted_and_named(capped_store, monkeypatch, caplog):
+    """A batch with more distinct rows than the plan's buffers hold (the measured batches were
+    smaller) is counted in ``stats.past_plan_*`` with the bytes past the plan, computed here
+    from the batches themselves, and warned of once; the batches' rows stay right."""
+    import featurestore as fs
+    from graph_helpers import probe_plan
+    from loaders import NeighborLoader
+    from loaders.loader import planning
+
+    real = planning._measure_batches
+
+    def small(ld, k=8):  # batches measured at a fifth of their rows
+        rows, edges, n = real(ld, k)
+        return {t: max(1, r // 5) for t, r in rows.items()}, edges, n
+
+    monkeypatch.setattr(planning, "_measure_batches", small)
+    kw = dict(num_neighbors=[10, 5], input_nodes="train", batch_size=256, device="cpu",
+              cache="degree", batches_in_flight=1, output="pyg")
+    with fs.open_store(capped_store) as s:
+        asked = probe_plan(s, **{k: v for k, v in kw.items() if k != "cache"})
+        ld = NeighborLoader(s, memory=asked.needed_bytes + asked.feature_bytes // 4, **kw)
+        assert not ld.plan.fits
+        planned = ld.plan.batch_rows["node"]
+        feats = s.features("node")
+        sizes, ok = [], True
+        with caplog.at_level("WARNING", logger="loaders.loader.gather"):
+            for b in ld:
+                n = b.n_id.shape[0]
+                sizes.append(n)
+                ids = b.n_id.numpy()
+                order = np.argsort(ids)
+                want = np.empty((n, feats.shape[1]), feats.dtype)
+                want[order] = feats[ids[order]]
+                ok &= bool(np.array_equal(b.x.numpy(), want))
+                del b
+        past = [n for n in sizes if n > planned]
+        assert past and ok
+        st = ld.stats
+        assert st.past_plan_batches == len(past)
+        assert st.past_plan_bytes == (max(past) - planned) * feats.row_bytes
+        warned = [r for r in caplog.records if "more than the" in r.getMessage()]
+        assert len(warned) == 1 and f"{planned}" in warned[0].getMessage()
