@@ -115,7 +115,8 @@ class NeighborLoader:
         PyG's ``NeighborLoader``/PyTorch ``DataLoader`` and DGL ``DataLoader`` keywords: a
         no-op value (``num_workers=0``, ``directed=True``, ``filter_per_worker``...) is
         accepted; anything else raises :class:`~loaders.errors.UnsupportedArgumentError`
-        naming our equivalent (``num_workers=4`` -> ``num_threads=``; see docs/compat.md).
+        naming our equivalent (docs/compat.md); ``num_workers=N`` is ``num_threads=N`` up to
+        the cores available.
     batch_size, shuffle, drop_last
         As in PyTorch's ``DataLoader``; the order of each epoch comes from ``(seed, epoch)``.
     seed
@@ -206,8 +207,7 @@ class NeighborLoader:
             raise LoaderArgumentError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
         # PyG's/DGL's loader keywords: honoured or refused by name (docs/compat.md)
         peer = peer_options(kwargs, transform=transform, pin_memory=pin_memory)
-        if peer.num_workers and num_threads is None:  # PyTorch's workers, as threads here
-            num_threads = peer.num_workers
+        num_threads = peer.sampling_threads(num_threads)  # num_workers=, as threads here
         if peer.prefetch_factor is not None:
             prefetch = peer.prefetch_factor
         num_neighbors, replace = fanouts(num_neighbors, input_nodes, output=output,
