@@ -36,6 +36,7 @@ def _cmd_plan(args) -> int:
                  batches_in_flight=args.batches_in_flight, device=args.device,
                  seed=args.seed, feature=args.feature, ntype=args.ntype, task=args.task,
                  neg_sampling_ratio=args.neg_sampling_ratio, sampling=args.sampling,
+                 output=args.output, dtype=None if args.dtype == "store" else args.dtype,
                  interpreter_bytes=parse_size(args.interpreter) if args.interpreter else None)
     if args.json:
         json.dump(p.as_dict(), sys.stdout, indent=2, default=str)
@@ -114,6 +115,12 @@ def register(sub) -> None:
                    help="the loader's batches_in_flight (feature buffers on the CPU)")
     p.add_argument("--device", default="cpu",
                    help="where batches go: cpu, or cuda (pinned staging, no CPU batch buffers)")
+    p.add_argument("--output", choices=("raw", "pyg", "dgl"), default="raw",
+                   help="the loader's output= (with --dtype auto, fp16 rows are float32 in "
+                   "pyg and dgl batches: twice the CPU batch buffers)")
+    p.add_argument("--dtype", choices=("auto", "store", "float16", "float32", "float64"),
+                   default="auto", help="the loader's dtype= for the batch buffers "
+                   "(store: dtype=None, the store's)")
     p.add_argument("--interpreter",
                    help="memory counted for the interpreter (default: what this process holds "
                         "after importing loaders and torch, as a training process would)")

@@ -104,11 +104,11 @@ class NeighborLoader:
         PyG's ``disjoint=True``: one tree per seed (``n_id`` repeats shared nodes), and
         ``batch.batch``, each node's seed index (``subgraph.batch`` raw). Not for DGL/links.
     dtype
-        Cast features to this floating dtype on their way into the batch (``torch.float32``,
-        ``np.float32`` or ``"float32"``): an fp16 store reaches an fp32 model without a pass
-        over the batch (hits are cast in their copy from the cache, reads in their copy out
-        of a staging chunk). Integer, boolean and complex dtypes are refused
-        (:class:`~loaders.errors.LoaderArgumentError`). Default: the store's dtype.
+        Cast features to this floating dtype (``torch.float32``, ``"float32"``) on their way
+        into the batch, in the copy from the cache or a staging chunk (with CUDA on the
+        device); ``None`` keeps the store's. Default ``"auto"``: fp16 features reach
+        ``output="pyg"``/``"dgl"`` batches as float32 (PyG's and DGL's layers are float32),
+        other dtypes and ``"raw"`` batches as stored.
     pin_memory
         Pin the host buffers of CPU batches when CUDA is there (CUDA batches always are).
     **kwargs
@@ -193,7 +193,7 @@ class NeighborLoader:
                  cache: str | None = "auto", batches_in_flight: int = 2,
                  presample_epochs: int = 1, fanout_order: str | None = None,
                  transform: Callable[[Any], Any] | None = None, pin_memory: bool = False,
-                 dtype=None, homogeneous: bool = False, fanout_per: str | None = None,
+                 dtype="auto", homogeneous: bool = False, fanout_per: str | None = None,
                  attrs=None, edge_attrs=None, gpu_cache_bytes: int | str = 0,
                  sampling: str = "uniform", layer_dependency: bool = False,
                  disjoint: bool = False, **kwargs):
@@ -240,7 +240,7 @@ class NeighborLoader:
                                     homogeneous=homogeneous, attrs=attrs,
                                     pyg_attrs=pyg_view and output == "pyg", pin=self.pin,
                                     staging_bytes=int(staging_bytes), stats=self.stats,
-                                    edge_attrs=edge_attrs)
+                                    edge_attrs=edge_attrs, output=output)
         self._chunked = False  # tests set it to run the device path's chunking on the CPU
         self._convert = peer.wrap(self._converter(output))
         self.epoch = 0

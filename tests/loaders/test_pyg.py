@@ -12,6 +12,7 @@ from torch_geometric.loader import NodeLoader  # noqa: E402
 from torch_geometric.nn import SAGEConv, GraphSAGE, to_hetero  # noqa: E402
 
 from loaders import NeighborLoader  # noqa: E402
+from loaders.errors import LoaderArgumentError  # noqa: E402
 from loaders.pyg import NeighborSampler, remote_backend  # noqa: E402
 
 
@@ -121,9 +122,18 @@ def test_pyg_nodeloader_over_remote_backend(homo_store, hetero_store, hetero):
 def test_feature_and_graph_store_interfaces(hetero_store):
     fs_, gs_ = remote_backend(hetero_store)
     idx = torch.tensor([5, 1, 5, 0])
+    F = hetero_store.features("paper", "feat").numpy()
+    assert F.dtype == np.float16
+    # fp16 features come as float32 by default (PyG models are float32), as stored with None
     got = fs_["paper", "x", idx]
-    assert torch.equal(got, torch.from_numpy(np.asarray(
-        hetero_store.features("paper", "feat").numpy()[idx.numpy()])))
+    assert torch.equal(got, torch.from_numpy(F[idx.numpy()].astype(np.float32)))
+    whole = fs_["paper", "x", None]
+    assert torch.equal(whole, torch.from_numpy(F.astype(np.float32)))
+    kept, _ = remote_backend(hetero_store, dtype=None)
+    assert torch.equal(kept["paper", "x", idx], torch.from_numpy(F[idx.numpy()]))
+    assert kept["paper", "x", 1:3].dtype == torch.float16
+    with pytest.raises(LoaderArgumentError, match="dtype"):
+        remote_backend(hetero_store, dtype=torch.int64)
     assert fs_.get_tensor_size(group_name="paper", attr_name="x") == (1500, 16)
     assert torch.equal(fs_["paper", "year", idx],
                        torch.from_numpy(np.asarray(hetero_store.values("paper", "year"))[idx]))
