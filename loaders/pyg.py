@@ -188,6 +188,23 @@ class StoreGraphStore(GraphStore):
         return (torch.from_numpy(np.array(indices, dtype=np.int64)),
                 torch.from_numpy(np.array(indptr, dtype=np.int64)))
 
+    def coo(self, edge_types=None, store: bool = False):
+        """PyG's ``coo``. On a homogeneous graph, when asked for named edge types (PyG's
+        ``LinkLoader`` asks ``coo([None])`` for ``edge_label_index=(None, None)``: every edge
+        as a seed, as ``data.edge_index`` on an in-memory ``Data``) the answer is per type, as
+        on a typed graph, instead of PyG's bare tuple, which it cannot read back."""
+        out = super().coo(edge_types, store)
+        if not self.homogeneous or edge_types is None:
+            return out
+        for et in edge_types:
+            if et is not None:
+                raise LoaderArgumentError(
+                    f"Expected edge type None on the homogeneous remote backend of "
+                    f"{self.store.url} (edge_label_index=(None, None) for every edge). Got "
+                    f"{et!r} instead: pass remote_backend(store, homogeneous=False) to keep "
+                    f"the types.")
+        return tuple({None: part} for part in out)
+
     def _put_edge_index(self, edge_index, edge_attr) -> bool:
         raise PermissionError(f"The store {self.store.url} is read-only.")
 

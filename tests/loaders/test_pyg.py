@@ -324,3 +324,47 @@ def test_heterogeneous_y_on_every_labelled_type(tmp_path, chunked):
             assert torch.equal(mb.y, b["paper"].y[:bs])  # raw y: the seeds' labels, as before
         for mb in NeighborLoader(s, [4], ("paper", "train"), labels=False, output="raw", **kw):
             assert mb.y_all == {} and mb.y is None
+
+
+@pytest.mark.skipif(not any(__import__("importlib").util.find_spec(m)
+                            for m in ("torch_sparse", "pyg_lib")),
+                    reason="PyG's own sampler needs torch-sparse or pyg-lib (../shared/wheels)")
+def test_pygs_own_link_neighbor_loader_seeds_every_edge(homo_store):
+    """PyG's ``LinkNeighborLoader`` over the remote backend with ``edge_label_index=(None,
+    None)`` takes every edge as a seed, as ``edge_label_index=None`` on an in-memory ``Data``
+    (PyG read our homogeneous ``coo`` answer as a dict and failed with "values expected sparse
+    tensor layout"): each batch's seed pairs are the graph's edges ``input_id``, and an epoch
+    covers each edge once."""
+    from torch_geometric.loader import LinkNeighborLoader
+
+    full = full_edge_index(homo_store, homo_store.edge_types[0])
+    F = np.asarray(homo_store.features(None, "feat").numpy())
+    loader = LinkNeighborLoader(remote_backend(homo_store), num_neighbors=[3, 2],
+                                edge_label_index=(None, None), batch_size=500)
+    assert len(loader) == -(-full.shape[1] // 500)
+    seen = []
+    for b in loader:
+        assert isinstance(b, Data)
+        assert torch.equal(b.n_id[b.edge_label_index], full[:, b.input_id])
+        assert np.array_equal(b.x.numpy(), F[b.n_id.numpy()])
+        seen.append(b.input_id)
+    assert torch.equal(torch.cat(seen).sort().values, torch.arange(full.shape[1]))
+
+
+@pytest.mark.skipif(not any(__import__("importlib").util.find_spec(m)
+                            for m in ("torch_sparse", "pyg_lib")),
+                    reason="PyG's own sampler needs torch-sparse or pyg-lib (../shared/wheels)")
+def test_pygs_link_loader_edge_type_on_a_homogeneous_backend_is_named(homo_store):
+    """The store's own edge type on the homogeneous backend (whose edge type is ``None``)
+    fails naming the cause, not in PyG's sampler."""
+    from torch_geometric.loader import LinkNeighborLoader
+
+    et = tuple(homo_store.edge_types[0])
+    with pytest.raises(LoaderArgumentError, match=r"edge type None.*homogeneous=False"):
+        LinkNeighborLoader(remote_backend(homo_store), num_neighbors=[3, 2],
+                           edge_label_index=(et, None), batch_size=50)
+    # the typed backend takes it, and yields HeteroData
+    b = next(iter(LinkNeighborLoader(remote_backend(homo_store, homogeneous=False),
+                                     num_neighbors=[3, 2], edge_label_index=(et, None),
+                                     batch_size=50)))
+    assert isinstance(b, HeteroData) and b[et].edge_label_index.shape == (2, 50)
