@@ -172,8 +172,9 @@ def our_loader(store, o: LoaderOptions, inputs, batch_size: int, **kw):
     arguments."""
     from loaders import LinkNeighborLoader, NeighborLoader
 
+    # dtype=None: rows as stored, as PyG's loader over the same features yields them
     kw = dict(batch_size=batch_size, shuffle=True, drop_last=True, device="cpu",
-              sampling=o.sampling, **kw)
+              sampling=o.sampling, dtype=None, **kw)
     if o.task == "link":
         return LinkNeighborLoader(store, o.hops, inputs,
                                   neg_sampling_ratio=o.neg_sampling_ratio, **kw)

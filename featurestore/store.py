@@ -345,7 +345,8 @@ class Store(EdgeData, SchemaView):
         return self._vector(fmt.orig_id_key(self.resolve_ntype(ntype)))
 
     def split(self, name: str, ntype: str | None = None) -> np.ndarray:
-        """Return the store ids of the nodes of split ``name`` (``train``, ``valid``, ...).
+        """Return the store ids of the nodes of split ``name`` (``train``, ``valid``, ...),
+        writable: a copy where the store maps the file (``torch.from_numpy`` takes it).
 
         Parameters
         ----------
@@ -370,7 +371,8 @@ class Store(EdgeData, SchemaView):
         if nt not in splits[name]:
             raise UnknownSplitError(f"Expected node type in {sorted(splits[name])} for split "
                                     f"{name!r} of {self.url}. Got {nt!r} instead.")
-        return self._vector(fmt.split_key(name, nt))
+        ids = self._vector(fmt.split_key(name, nt))
+        return ids if ids.flags.writeable else np.array(ids)
 
 
 def _reopen(args: dict) -> Store:

@@ -1,5 +1,6 @@
-"""What memory this process holds and may use: the one reader of ``/proc`` and the cgroup
-files for every package (the preprocess jobs' budgets, the loader's, ``featurestore plan``).
+"""What memory (and how many cores) this process holds and may use: the one reader of
+``/proc`` and the cgroup files for every package (the preprocess jobs' budgets, the loader's,
+``featurestore plan``, the loader's thread count).
 
 * :func:`rss_anon`: the process's anonymous resident memory (``RssAnon`` of
   ``/proc/self/status``), what ``../shared/tools/memcap`` reports as ``peak_anon``.
@@ -8,15 +9,18 @@ files for every package (the preprocess jobs' budgets, the loader's, ``featurest
   a container, a scheduler's job or under ``memcap``.
 * :func:`available_memory`: what the process may still use: that limit (else a share of
   physical memory) less what it already holds.
+* :func:`available_cpus`: the cores this process may run on: its CPU affinity, capped by
+  its cgroup's CPU quota (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``/``cpu.cfs_period_us``).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
 __all__ = ["rss_anon", "cgroup_memory_limit", "cgroup_mapped_file_bytes", "physical_memory",
-           "available_memory", "PHYSICAL_SHARE"]
+           "available_memory", "cgroup_cpu_quota", "available_cpus", "PHYSICAL_SHARE"]
 
 #: share of physical memory a process without a cgroup limit plans for
 PHYSICAL_SHARE = 0.8
@@ -121,3 +125,66 @@ def available_memory(share: float = PHYSICAL_SHARE) -> int:
     if lim is not None and lim < phys:
         return max(0, lim - rss_anon() - cgroup_mapped_file_bytes())
     return max(0, int(share * phys) - rss_anon())
+
+
+def _quota(text: str | None, v2: bool, period_text: str | None = None) -> float | None:
+    """Cores a cgroup's CPU quota allows (``None``: no quota, or unreadable)."""
+    try:
+        if v2:  # "max 100000" or "200000 100000"
+            quota, _, period = (text or "").partition(" ")
+        else:  # cpu.cfs_quota_us (-1: none) and cpu.cfs_period_us
+            quota, period = (text or ""), (period_text or "")
+        if quota in ("", "max") or int(quota) <= 0 or int(period) <= 0:
+            return None
+        return int(quota) / int(period)
+    except ValueError:
+        return None
+
+
+def cgroup_cpu_quota(proc_cgroup: str = "/proc/self/cgroup",
+                     root: str = "/sys/fs/cgroup") -> float | None:
+    """Cores the CPU quota of this process's cgroup (and its ancestors: the tightest) allows,
+    as a fraction (``1.5``: 150 ms of CPU time per 100 ms), or ``None`` when there is none.
+
+    Parameters
+    ----------
+    proc_cgroup, root
+        The process's cgroup file and the cgroup mount (tests point them at a fake tree).
+    """
+    text = _read(proc_cgroup)
+    if not text:
+        return None
+    found = []
+    for line in text.splitlines():
+        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        v1 = "cpu" in controllers.split(",")
+        if not v1 and not (hid == "0" and controllers == ""):
+            continue
+        bases = ([os.path.join(root, c) for c in ("cpu", "cpu,cpuacct", "cpuacct,cpu")] + [root]
+                 if v1 else [root, os.path.join(root, "unified")])
+        marker = "cpu.cfs_quota_us" if v1 else "cgroup.controllers"
+        base = next((b for b in bases if os.path.exists(os.path.join(b, marker))), None)
+        if base is None:
+            continue
+        parts = [p for p in path.strip("/").split("/") if p]
+        for k in range(len(parts), -1, -1):
+            d = os.path.join(base, *parts[:k])
+            q = (_quota(_read(os.path.join(d, "cpu.cfs_quota_us")), False,
+                        _read(os.path.join(d, "cpu.cfs_period_us"))) if v1
+                 else _quota(_read(os.path.join(d, "cpu.max")), True))
+            if q is not None:
+                found.append(q)
+    return min(found) if found else None
+
+
+def available_cpus(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int:
+    """Cores this process may keep busy: its CPU affinity (``os.sched_getaffinity``, else
+    ``os.cpu_count()``), capped by its cgroup's CPU quota rounded up; at least 1."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    quota = cgroup_cpu_quota(proc_cgroup, root)
+    if quota is not None:
+        n = min(n, math.ceil(quota))
+    return max(1, n)

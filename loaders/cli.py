@@ -39,6 +39,7 @@ def _cmd_plan(args) -> int:
                  staging_bytes=parse_size(args.staging_bytes),
                  seed=args.seed, feature=args.feature, ntype=args.ntype, task=args.task,
                  neg_sampling_ratio=args.neg_sampling_ratio, sampling=args.sampling,
+                 output=args.output, dtype=None if args.dtype == "store" else args.dtype,
                  interpreter_bytes=parse_size(args.interpreter) if args.interpreter else None)
     if args.json:
         json.dump(p.as_dict(), sys.stdout, indent=2, default=str)
@@ -129,6 +130,12 @@ def register(sub) -> None:
                    "staging_bytes; also compared: 16, 64 and 256 MiB)")
     p.add_argument("--device", default="cpu",
                    help="where batches go: cpu, or cuda (pinned staging, no CPU batch buffers)")
+    p.add_argument("--output", choices=("raw", "pyg", "dgl"), default="raw",
+                   help="the loader's output= (with --dtype auto, fp16 rows are float32 in "
+                   "pyg and dgl batches: twice the CPU batch buffers)")
+    p.add_argument("--dtype", choices=("auto", "store", "float16", "float32", "float64"),
+                   default="auto", help="the loader's dtype= for the batch buffers "
+                   "(store: dtype=None, the store's)")
     p.add_argument("--interpreter",
                    help="memory counted for the interpreter (default: what this process holds "
                         "after importing loaders and torch, as a training process would)")

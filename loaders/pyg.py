@@ -37,6 +37,7 @@ from loaders.convert.pyg import to_tensor as _t
 from loaders.errors import LoaderArgumentError, UnsupportedArgumentError
 from loaders.loader import NeighborLoader
 from loaders.loader.link import NegativeSampling, sample_link_batch
+from loaders.memory.cast import resolve_dtype
 from loaders.sample.negative import cumulative_weights
 from loaders.sample.relational import HomogeneousGraph
 from loaders.sample.sampler import NeighborSampler as _CoreSampler
@@ -62,14 +63,25 @@ class StoreFeatureStore(FeatureStore):
     attributes have ``group_name=None``, as PyG's own ``NeighborSampler`` and ``NodeLoader``
     expect of a homogeneous graph (they then yield ``Data``); the node type's name is still
     accepted as a group name.
+
+    ``dtype`` is the loader's ``dtype=`` for store features: ``"auto"`` (default) gives fp16
+    features as float32, as a PyG model takes them; ``None`` the store's dtype.
     """
 
     read_only = True
 
-    def __init__(self, store, feature: str = "feat", homogeneous: bool | None = None):
+    def __init__(self, store, feature: str = "feat", homogeneous: bool | None = None,
+                 dtype="auto"):
         super().__init__()
-        self.store, self.feature = store, feature
+        self.store, self.feature, self.dtype = store, feature, dtype
         self.homogeneous = _homogeneous(store) if homogeneous is None else bool(homogeneous)
+        # a dtype no feature can be cast to fails here, not in a worker's first batch
+        resolve_dtype(dtype, np.float16, f"the features of {store.url}")
+
+    def _cast(self, feat, group: str, name: str):
+        """The numpy dtype rows of ``feat`` are cast to, or ``None``."""
+        return resolve_dtype(self.dtype, feat.dtype, f"feature {name!r} of {group!r} in "
+                                                     f"{self.store.url}", "pyg")
 
     def _group(self, group: str | None) -> str:
         s = self.store
@@ -77,28 +89,32 @@ class StoreFeatureStore(FeatureStore):
             s.node_types[0] if self.homogeneous else s.resolve_ntype(None))
 
     def _array(self, group: str | None, name: str):
+        """``(feature, None, cast dtype)`` or ``(None, values, None)`` of an attribute."""
         s = self.store
         group = self._group(group)
         if name == "x":
             name = self.feature
         elif name == "y":
-            return None, s.labels(group)
+            return None, s.labels(group), None
         if name in s.feature_names(group):
-            return s.features(group, name), None
-        return None, s.values(group, name)
+            f = s.features(group, name)
+            return f, None, self._cast(f, group, name)
+        return None, s.values(group, name), None
 
     def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
         if attr.attr_name == ID:
             return self._ids(attr)
-        feat, vec = self._array(attr.group_name, attr.attr_name)
+        feat, vec, cast = self._array(attr.group_name, attr.attr_name)
         idx = attr.index
         if isinstance(idx, torch.Tensor):
             idx = idx.numpy()
         if idx is None or isinstance(idx, slice):
             whole = feat.numpy() if feat is not None else vec
-            return torch.from_numpy(np.array(whole[idx if idx is not None else slice(None)]))
+            return torch.from_numpy(np.array(whole[idx if idx is not None else slice(None)],
+                                             dtype=cast))
         if feat is not None:
-            return torch.from_numpy(feat.gather(np.asarray(idx)))
+            rows = feat.gather(np.asarray(idx))
+            return torch.from_numpy(rows if cast is None else rows.astype(cast))
         return torch.from_numpy(np.asarray(vec[np.asarray(idx)]))
 
     def _ids(self, attr: TensorAttr) -> torch.Tensor:
@@ -112,7 +128,7 @@ class StoreFeatureStore(FeatureStore):
     def _get_tensor_size(self, attr: TensorAttr):
         if attr.attr_name == ID:
             return (self.store.num_nodes(self._group(attr.group_name)),)
-        feat, vec = self._array(attr.group_name, attr.attr_name)
+        feat, vec, _ = self._array(attr.group_name, attr.attr_name)
         return tuple(feat.shape) if feat is not None else tuple(vec.shape)
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
@@ -172,6 +188,23 @@ class StoreGraphStore(GraphStore):
         return (torch.from_numpy(np.array(indices, dtype=np.int64)),
                 torch.from_numpy(np.array(indptr, dtype=np.int64)))
 
+    def coo(self, edge_types=None, store: bool = False):
+        """PyG's ``coo``. On a homogeneous graph, when asked for named edge types (PyG's
+        ``LinkLoader`` asks ``coo([None])`` for ``edge_label_index=(None, None)``: every edge
+        as a seed, as ``data.edge_index`` on an in-memory ``Data``) the answer is per type, as
+        on a typed graph, instead of PyG's bare tuple, which it cannot read back."""
+        out = super().coo(edge_types, store)
+        if not self.homogeneous or edge_types is None:
+            return out
+        for et in edge_types:
+            if et is not None:
+                raise LoaderArgumentError(
+                    f"Expected edge type None on the homogeneous remote backend of "
+                    f"{self.store.url} (edge_label_index=(None, None) for every edge). Got "
+                    f"{et!r} instead: pass remote_backend(store, homogeneous=False) to keep "
+                    f"the types.")
+        return tuple({None: part} for part in out)
+
     def _put_edge_index(self, edge_index, edge_attr) -> bool:
         raise PermissionError(f"The store {self.store.url} is read-only.")
 
@@ -183,15 +216,16 @@ def _homogeneous(store) -> bool:
     return len(store.node_types) == 1 and len(store.edge_types) == 1
 
 
-def remote_backend(store, feature: str = "feat", homogeneous: bool | None = None
-                   ) -> tuple[StoreFeatureStore, StoreGraphStore]:
+def remote_backend(store, feature: str = "feat", homogeneous: bool | None = None,
+                   dtype="auto") -> tuple[StoreFeatureStore, StoreGraphStore]:
     """``(feature_store, graph_store)`` for PyG loaders that take a remote backend.
 
     A store of one node type and one edge type is presented as a homogeneous graph (group
     and edge type ``None``), so PyG's own ``NeighborLoader``/``NeighborSampler`` take plain
     ``input_nodes`` and yield ``Data``; pass ``homogeneous=False`` to keep the types.
+    ``dtype`` as the loader's: fp16 features come as float32 unless ``dtype=None``.
     """
-    return (StoreFeatureStore(store, feature, homogeneous),
+    return (StoreFeatureStore(store, feature, homogeneous, dtype),
             StoreGraphStore(store, homogeneous))
 
 

@@ -17,6 +17,7 @@ The seeds themselves (``input_nodes``) and each epoch's order of them are resolv
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable, Mapping
@@ -24,11 +25,14 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from featurestore.errors import UnknownFeatureError
+from featurestore.sysmem import available_cpus
 from loaders.errors import LoaderArgumentError, UnsupportedArgumentError
 from loaders.memory.cache import POLICIES
 
 __all__ = ["fanouts", "peer_options", "PeerOptions", "check_args", "check_feature",
            "FANOUT_ORDERS", "MAX_LAYERS"]
+
+log = logging.getLogger(__name__)
 
 FANOUT_ORDERS = ("pyg", "dgl")
 
@@ -201,10 +205,24 @@ class PeerOptions:
 
     transform: Callable[[Any], Any] | None = None
     pin_memory: bool = False
-    #: PyTorch's worker count, honoured as the loader's sampling threads (``num_threads``)
+    #: PyTorch's worker count, honoured as the loader's sampling threads (``num_threads``,
+    #: at most the cores available: :meth:`sampling_threads`)
     num_workers: int = 0
     #: PyTorch's batches loaded ahead per worker, honoured as ``prefetch``
     prefetch_factor: int | None = None
+
+    def sampling_threads(self, num_threads: int | None) -> int | None:
+        """The loader's threads: ``num_threads`` when given, else ``num_workers`` (PyTorch's
+        worker processes, run as threads here) capped at the cores this process may use
+        (:func:`featurestore.sysmem.available_cpus`: ``num_workers=16`` on 2 cores is 2
+        threads, not 16 contending for them); ``None``: numba's setting."""
+        if num_threads is not None or not self.num_workers:
+            return num_threads
+        n = min(self.num_workers, available_cpus())
+        if n < self.num_workers:
+            log.info("num_workers=%d runs as %d sampling threads, the cores this process may "
+                     "use (num_threads= sets them)", self.num_workers, n)
+        return n
 
     def wrap(self, convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``convert`` followed by ``transform`` (PyG's ``transform=``), run in the loader's

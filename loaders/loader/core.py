@@ -104,18 +104,19 @@ class NeighborLoader:
         PyG's ``disjoint=True``: one tree per seed (``n_id`` repeats shared nodes), and
         ``batch.batch``, each node's seed index (``subgraph.batch`` raw). Not for DGL/links.
     dtype
-        Cast features to this floating dtype on their way into the batch (``torch.float32``,
-        ``np.float32`` or ``"float32"``): an fp16 store reaches an fp32 model without a pass
-        over the batch (hits are cast in their copy from the cache, reads in their copy out
-        of a staging chunk). Integer, boolean and complex dtypes are refused
-        (:class:`~loaders.errors.LoaderArgumentError`). Default: the store's dtype.
+        Cast features to this floating dtype (``torch.float32``, ``"float32"``) on their way
+        into the batch, in the copy from the cache or a staging chunk (with CUDA on the
+        device); ``None`` keeps the store's. Default ``"auto"``: fp16 features reach
+        ``output="pyg"``/``"dgl"`` batches as float32 (PyG's and DGL's layers are float32),
+        other dtypes and ``"raw"`` batches as stored.
     pin_memory
         Pin the host buffers of CPU batches when CUDA is there (CUDA batches always are).
     **kwargs
         PyG's ``NeighborLoader``/PyTorch ``DataLoader`` and DGL ``DataLoader`` keywords: a
         no-op value (``num_workers=0``, ``directed=True``, ``filter_per_worker``...) is
         accepted; anything else raises :class:`~loaders.errors.UnsupportedArgumentError`
-        naming our equivalent (``num_workers=4`` -> ``num_threads=``; see docs/compat.md).
+        naming our equivalent (docs/compat.md); ``num_workers=N`` is ``num_threads=N`` up to
+        the cores available.
     batch_size, shuffle, drop_last
         As in PyTorch's ``DataLoader``; the order of each epoch comes from ``(seed, epoch)``.
     seed
@@ -192,7 +193,7 @@ class NeighborLoader:
                  cache: str | None = "auto", batches_in_flight: int = 2,
                  presample_epochs: int = 1, fanout_order: str | None = None,
                  transform: Callable[[Any], Any] | None = None, pin_memory: bool = False,
-                 dtype=None, homogeneous: bool = False, fanout_per: str | None = None,
+                 dtype="auto", homogeneous: bool = False, fanout_per: str | None = None,
                  attrs=None, edge_attrs=None, gpu_cache_bytes: int | str = 0,
                  sampling: str = "uniform", layer_dependency: bool = False,
                  disjoint: bool = False, **kwargs):
@@ -206,8 +207,7 @@ class NeighborLoader:
             raise LoaderArgumentError(f"Expected output in {OUTPUTS}. Got {output!r} instead.")
         # PyG's/DGL's loader keywords: honoured or refused by name (docs/compat.md)
         peer = peer_options(kwargs, transform=transform, pin_memory=pin_memory)
-        if peer.num_workers and num_threads is None:  # PyTorch's workers, as threads here
-            num_threads = peer.num_workers
+        num_threads = peer.sampling_threads(num_threads)  # num_workers=, as threads here
         if peer.prefetch_factor is not None:
             prefetch = peer.prefetch_factor
         num_neighbors, replace = fanouts(num_neighbors, input_nodes, output=output,
@@ -240,7 +240,7 @@ class NeighborLoader:
                                     homogeneous=homogeneous, attrs=attrs,
                                     pyg_attrs=pyg_view and output == "pyg", pin=self.pin,
                                     staging_bytes=int(staging_bytes), stats=self.stats,
-                                    edge_attrs=edge_attrs)
+                                    edge_attrs=edge_attrs, output=output)
         self._chunked = False  # tests set it to run the device path's chunking on the CPU
         self._convert = peer.wrap(self._converter(output))
         self.epoch = 0

@@ -181,7 +181,11 @@ class BatchGather:
     feature
         The feature gathered per node type (types without it get none; ``None``: none).
     dtype
-        The floating dtype features reach the batch in (``None``: the store's).
+        The floating dtype features reach the batch in (``None``: the store's; ``"auto"``:
+        float32 for fp16 rows of ``output="pyg"``/``"dgl"`` batches, see
+        :func:`~loaders.memory.cast.resolve_dtype`).
+    output
+        The loader's ``output=`` (what ``"auto"`` reads).
     labels
         Carry the labels (store value ``label``) of every sampled node of the types with one.
     homogeneous
@@ -199,13 +203,13 @@ class BatchGather:
 
     def __init__(self, store, feature, *, dtype, labels: bool, homogeneous, attrs,
                  pyg_attrs: bool, pin: bool, staging_bytes: int, stats: LoaderStats,
-                 edge_attrs=None):
+                 edge_attrs=None, output: str = "raw"):
         self.pin, self.stats = pin, stats
         self.features = {t: store.features(t, feature) for t in store.node_types
                          if feature in store.feature_names(t)}
         #: per node type, the dtype rows are cast to (``None``: the store's, no cast)
         self.casts = {t: resolve_dtype(dtype, f.dtype, f"feature {feature!r} of {t!r} in "
-                                                       f"{store.url}")
+                                                       f"{store.url}", output)
                       for t, f in self.features.items()}
         #: per node type, the dtype features reach the batch in
         self.feature_dtypes = {t: self.casts[t] if self.casts[t] is not None else f.dtype

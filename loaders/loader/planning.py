@@ -390,10 +390,14 @@ def _rank_scores(ld, policy, epochs, cache_rows) -> dict:
 
 def build_gpu_tiers(ld, gpu_cache_bytes: int, presample_epochs: int) -> None:
     """The GPU tiers of ``gpu_cache_bytes`` (shared by the node types in proportion to their
-    feature bytes in the batch's dtype): each type's hottest rows by the presample ranking
-    (every row when they all fit), filled through the loader's own reads (cache included)."""
+    feature bytes): each type's hottest rows by the presample ranking (every row when they
+    all fit), filled through the loader's own reads (cache included). Rows are held in the
+    narrower of the store's and the batch's dtype (an fp16 store's rows stay fp16 for fp32
+    batches, cast on the device as they are copied out: twice the rows in the same bytes)."""
     g = ld.gatherer
-    row_bytes = {t: int(np.dtype(g.feature_dtypes[t]).itemsize * np.prod(f.shape[1:]))
+    held = {t: min(np.dtype(g.feature_dtypes[t]), np.dtype(f.dtype), key=lambda d: d.itemsize)
+            for t, f in g.features.items()}
+    row_bytes = {t: int(held[t].itemsize * np.prod(f.shape[1:]))
                  for t, f in g.features.items()}
     total = sum(f.shape[0] * row_bytes[t] for t, f in g.features.items())
     if not total:
@@ -419,7 +423,7 @@ def build_gpu_tiers(ld, gpu_cache_bytes: int, presample_epochs: int) -> None:
 
         step = max(1, (16 << 20) // max(1, f.row_bytes))
         g.gpu_tiers[t] = GpuTier(f.shape[0], ids, fill, f.shape[1:],
-                                 torch.from_numpy(np.empty(0, g.feature_dtypes[t])).dtype,
+                                 torch.from_numpy(np.empty(0, held[t])).dtype,
                                  ld.device, chunk_rows=step)
     ld.stats.reset()  # the fill's cache reads are not the batches'
     if ld.plan is not None:

@@ -1,5 +1,11 @@
 """Row copies that cast: the loader's ``dtype=`` (an fp16 store's rows reach the model as fp32).
 
+``dtype="auto"`` (the loader's default) casts only where a model of unknown dtype receives the
+rows: half-precision features go to ``output="pyg"`` and ``"dgl"`` batches as float32 (PyG's
+and DGL's layers are created in float32, and an fp16 input to them fails in their first
+matrix product); every other dtype, and every ``output="raw"`` batch, keeps the store's.
+``dtype=None`` keeps the store's dtype everywhere.
+
 The cast happens in the copy that puts a row into the batch buffer: cache hits are copied
 from the hot tier by :func:`cast_rows` (a numba kernel, parallel for large batches), missed
 rows are read into a small staging buffer in the store's dtype and cast on their way out of
@@ -20,7 +26,12 @@ import torch
 
 from loaders.errors import LoaderArgumentError
 
-__all__ = ["resolve_dtype", "cast_rows"]
+__all__ = ["resolve_dtype", "cast_rows", "AUTO", "MODEL_OUTPUTS"]
+
+#: the default ``dtype=``: float32 for fp16 rows bound for a PyG or DGL model, else as stored
+AUTO = "auto"
+#: outputs whose batches feed a PyG or DGL model (float32 by default)
+MODEL_OUTPUTS = ("pyg", "dgl")
 
 #: target dtypes the kernels write (numba has no CPU float16: an fp16 target uses numpy).
 _KERNEL_TARGETS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -28,11 +39,17 @@ _KERNEL_TARGETS = (np.dtype(np.float32), np.dtype(np.float64))
 _PARALLEL_MIN_BYTES = 4 << 20
 
 
-def resolve_dtype(dtype, store_dtype: np.dtype, what: str) -> np.dtype | None:
+def resolve_dtype(dtype, store_dtype: np.dtype, what: str,
+                  output: str = "raw") -> np.dtype | None:
     """The numpy dtype features are cast to (``None``: no cast), from a torch or numpy dtype
-    or its name. Only floating dtypes: an integer or boolean target would drop the values'
-    fractional part or sign (say, ``uint8`` embeddings), and complex ones mean nothing for a
-    feature; torch's ``bfloat16`` has no numpy counterpart to cast into on the host."""
+    or its name, ``None`` (the store's) or ``"auto"`` (float32 for fp16 rows when ``output``
+    is ``"pyg"`` or ``"dgl"``, else the store's). Only floating dtypes: an integer or boolean
+    target would drop the values' fractional part or sign (say, ``uint8`` embeddings), and
+    complex ones mean nothing for a feature; torch's ``bfloat16`` has no numpy counterpart to
+    cast into on the host."""
+    if isinstance(dtype, str) and dtype == AUTO:
+        half = np.dtype(store_dtype).newbyteorder("=") == np.float16
+        dtype = np.float32 if half and output in MODEL_OUTPUTS else None
     if dtype is None:
         return None
     src = dtype
@@ -48,7 +65,8 @@ def resolve_dtype(dtype, store_dtype: np.dtype, what: str) -> np.dtype | None:
         dt = np.dtype(dtype)
     except TypeError as e:
         raise LoaderArgumentError(f"Expected dtype as a torch or numpy dtype or its name "
-                                  f"(torch.float32, 'float32'). Got {src!r} instead.") from e
+                                  f"(torch.float32, 'float32'), None (the store's) or "
+                                  f"'auto'. Got {src!r} instead.") from e
     dt = dt.newbyteorder("=")  # torch takes native byte order only; ">f4" means float32
     if dt.kind != "f":
         raise LoaderArgumentError(

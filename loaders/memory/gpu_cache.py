@@ -80,7 +80,8 @@ class GpuTier:
         ``fill(ids, out)`` writes the rows ``ids`` into the host tensor ``out`` (the loader's
         host gather, cache included): the tier is filled through it once, in chunks.
     row_shape, dtype
-        Shape of one row and the torch dtype the batches carry.
+        Shape of one row and the torch dtype the rows are held in (hits are cast to the
+        batch's dtype, on the device, as they are copied out).
     device
         Where the rows live (``"cuda"``; any torch device works).
     chunk_rows
@@ -154,7 +155,7 @@ class GpuTier:
         if hit_at.size:
             slot = torch.from_numpy(hit_slot).to(dev, non_blocking=True)
             out.index_copy_(0, torch.from_numpy(hit_at).to(dev, non_blocking=True),
-                            self.data.index_select(0, slot))
+                            self.data.index_select(0, slot).to(out.dtype))
 
     def close(self) -> None:
         """Release the device memory."""

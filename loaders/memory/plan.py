@@ -56,6 +56,7 @@ from loaders.errors import LoaderArgumentError
 from loaders.memory import trace as cp
 from loaders.memory.budget import LAYOUT_BUFFERS, resident_bytes
 from loaders.memory.cache import row_order
+from loaders.memory.cast import resolve_dtype
 from featurestore.rows.local import (ALIGN, DENSE_SCRATCH_BYTES, SCRATCH_BYTES, SPAN_GAP_BYTES,
                                      dense_ids, span_bytes, plan_spans)
 from loaders.sample.sampler import CSCGraph
@@ -389,7 +390,8 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
          feature: str = "feat", ntype: str | None = None, seed: int = 0,
          curve=CURVE_SHARES, use_budget: bool | None = None, task: str = "node",
          neg_sampling_ratio: float = 1.0, sampling: str = "uniform",
-         read_bps: float | None = None, train_s: float = 0.0, loop: str = "holds") -> Plan:
+         read_bps: float | None = None, output: str = "raw", dtype="auto",
+         train_s: float = 0.0, loop: str = "holds") -> Plan:
     """Measure and plan a loader on ``store``: ``task="node"`` a
     :class:`loaders.NeighborLoader`, ``"link"`` a :class:`loaders.LinkNeighborLoader`
     (``input_nodes`` is then its ``edge_label_index``, see :func:`link_input`, with
@@ -418,10 +420,11 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     batches
         Batches sampled per epoch (two epochs: one to rank rows, one to replay the cache on).
         Default: a whole epoch when it has at most ``max_whole_epoch`` batches, else that many.
-    prefetch, batches_in_flight, device
+    prefetch, batches_in_flight, device, output, dtype
         As the loader takes them: ``batches_in_flight`` feature buffers on the CPU (none with
         ``device="cuda"``, where batches live on the GPU and two pinned staging buffers of
-        ``staging_bytes`` are held instead), ``prefetch + 3`` sampled subgraphs.
+        ``staging_bytes`` are held instead), ``prefetch + 3`` sampled subgraphs; CPU buffers
+        hold rows in the batch's dtype (by default fp16 as float32 for ``"pyg"``/``"dgl"``).
         ``"auto"``: the layout (buffers; CUDA: staging bytes) of most predicted seeds/s with
         a training step of ``train_s`` seconds a batch and a loop of kind ``loop`` (:data:`LOOPS`).
     interpreter_bytes, staging_bytes
@@ -456,7 +459,8 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     alts = _layouts(store, m, int(memory), source, device=device, prefetch=prefetch,
                     staging_bytes=int(staging_bytes), interpreter_bytes=interpreter_bytes,
                     use_budget=use_budget, read_iops=read_iops, read_bps=read_bps,
-                    train_s=float(train_s), loop=loop, given=batches_in_flight)
+                    train_s=float(train_s), loop=loop, given=batches_in_flight,
+                    batch_dtype=(dtype, output))
     return _assemble_layout(store, num_neighbors, batch_size, m, alts, source, read_iops,
                             read_iops_source, curve, batches_in_flight == "auto",
                             float(train_s), loop)
@@ -494,7 +498,7 @@ def _check_layout(batches_in_flight, staging_bytes, train_s, loop) -> None:
 
 def _layouts(store, m: _Measured, memory: int, source: str, *, device, prefetch, staging_bytes,
              interpreter_bytes, use_budget, read_iops, read_bps, train_s, loop,
-             given) -> list[dict]:
+             given, batch_dtype) -> list[dict]:
     """Each layout the loader could run with at ``memory`` (see the module doc): its plan,
     cache, replayed hit rate and reads, and predicted seeds/s (``given``: the one asked for,
     ``"auto"`` for none)."""
@@ -508,7 +512,7 @@ def _layouts(store, m: _Measured, memory: int, source: str, *, device, prefetch,
         mem, cache_rows, model, lp = _memory_plan(
             store, m, memory, source, device=device, batches_in_flight=max(k, 1),
             prefetch=prefetch, staging_bytes=st, interpreter_bytes=interpreter_bytes,
-            use_budget=use_budget)
+            use_budget=use_budget, batch_dtype=batch_dtype)
         chunk = max(1, st // m.row_bytes[m.ntype]) if cuda else None
         if chunk not in replays:
             replays[chunk] = _Replay(store, m, read_iops, read_bps, chunk)
@@ -669,8 +673,12 @@ def _inputs_bytes(m: _Measured) -> int:
 
 
 def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batches_in_flight,
-                 prefetch, staging_bytes, interpreter_bytes, use_budget):
-    """``(memory split, cache rows, model name, LoaderPlan or None)`` at ``memory``."""
+                 prefetch, staging_bytes, interpreter_bytes, use_budget, batch_dtype):
+    """``(memory split, cache rows, model name, LoaderPlan or None)`` at ``memory``, batch
+    buffers holding rows in the dtype the loader's ``(dtype, output)`` gives."""
+    dtype, output = batch_dtype
+    batch_dtypes = {t: resolve_dtype(dtype, f.dtype, f"{t!r} features", output) or f.dtype
+                    for t, f in m.featured.items()}
     # as the loader holds it resident (int32 offsets whenever they fit, packed ids)
     topo, bits = resident_bytes(CSCGraph.from_store(store), pack=True)
     cuda = str(device).startswith("cuda")
@@ -685,7 +693,8 @@ def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batch
     if budget_mod is None:
         sampler = subgraphs * (int(max(m.edges)) * EDGE_BYTES
                                + NODE_BYTES * sum(max_rows.values()))
-        batch_bytes = sum(max_rows[t] * m.row_bytes[t] for t in featured)
+        batch_bytes = sum(max_rows[t] * _row_bytes(f, batch_dtypes[t])
+                          for t, f in featured.items())
         mem = memory_plan(memory, topo, batch_bytes, in_flight, interpreter_bytes, staging,
                           sampler)
         rows = int(min(m.num_rows, mem["cache"] // max(1, m.row_bytes[m.ntype])))
@@ -697,7 +706,10 @@ def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batch
         sampled_batches=len(m.timings), inputs_bytes=_inputs_bytes(m),
         resident_topology_bytes=topo, topology_bits=bits,
         **budget_mod.loader_plan_inputs(featured, cuda=cuda, staging_bytes=int(staging_bytes),
-                                        prefetch=prefetch, batches_in_flight=batches_in_flight))
+                                        prefetch=prefetch, batches_in_flight=batches_in_flight,
+                                        batch_dtypes=batch_dtypes,
+                                        casts=any(batch_dtypes[t] != f.dtype
+                                                  for t, f in featured.items())))
     fixed = lp.planned_bytes - lp.cache_bytes + interpreter_bytes
     mem = {"memory": memory, "topology": int(topo), "topology_resident":
            lp.topology == "memory", "batch_buffers": int(lp.buffer_bytes + lp.sampler_bytes),
@@ -707,6 +719,11 @@ def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batch
            "fits": bool(memory >= fixed)}
     rows = int(m.num_rows if lp.fits else lp.cache_rows.get(m.ntype, 0))
     return mem, rows, "loaders.memory.budget.plan_loader", lp
+
+
+def _row_bytes(f, dtype) -> int:
+    """Bytes of one row of feature ``f`` in ``dtype``."""
+    return int(np.prod(f.shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize
 
 
 class _Replay:

@@ -146,6 +146,22 @@ class StoreContract:
         np.testing.assert_array_equal(s.split("train", "paper"), ref["train"])
         assert s.split("test", "paper").size == 0
 
+    def test_split_is_the_callers_writable_array(self, built):
+        """torch takes a split without its read-only warning, and writing to it changes
+        neither the store nor the next split() (on a local store the file is mapped)."""
+        import warnings
+
+        torch = pytest.importorskip("torch")
+        s, ref = built
+        ids = s.split("train")
+        assert ids.flags.writeable
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            t = torch.from_numpy(s.split("train", "paper"))
+        assert np.array_equal(t.numpy(), ref["train"])
+        ids[:] = -1
+        np.testing.assert_array_equal(s.split("train"), ref["train"])
+
     def test_errors(self, built):
         s, _ = built
         with pytest.raises(fs.UnknownNodeTypeError, match="'venue'"):

@@ -99,6 +99,44 @@ def test_cgroup_v2_limit(tmp_path):
     assert cgroup_memory_limit(str(tmp_path / "missing"), str(cg)) is None
 
 
+def test_cgroup_cpu_quota_v1_and_v2(tmp_path):
+    """The tightest CPU quota of the cgroup and its ancestors, in cores; none where every
+    level says "max" (v2) or -1 (v1)."""
+    from featurestore.sysmem import cgroup_cpu_quota
+
+    v2 = tmp_path / "v2"
+    _tree(v2, {"cgroup.controllers": "cpu memory", "cpu.max": "max 100000",
+               "job.slice/cpu.max": "300000 100000", "job.slice/step/cpu.max": "max 100000"})
+    proc = tmp_path / "self_cgroup"
+    proc.write_text("0::/job.slice/step\n")
+    assert cgroup_cpu_quota(str(proc), str(v2)) == 3.0
+    proc.write_text("0::/\n")
+    assert cgroup_cpu_quota(str(proc), str(v2)) is None
+    v1 = tmp_path / "v1"
+    _tree(v1, {"cpu,cpuacct/cpu.cfs_quota_us": "-1", "cpu,cpuacct/cpu.cfs_period_us": "100000",
+               "cpu,cpuacct/job/cpu.cfs_quota_us": "150000",
+               "cpu,cpuacct/job/cpu.cfs_period_us": "100000"})
+    proc.write_text("4:cpu,cpuacct:/job\n3:memory:/job\n")
+    assert cgroup_cpu_quota(str(proc), str(v1)) == 1.5
+    proc.write_text("4:cpu,cpuacct:/\n")
+    assert cgroup_cpu_quota(str(proc), str(v1)) is None
+    assert cgroup_cpu_quota(str(tmp_path / "missing"), str(v1)) is None
+
+
+def test_available_cpus_is_the_affinity_capped_by_the_quota(tmp_path):
+    from featurestore.sysmem import available_cpus
+
+    cores = len(os.sched_getaffinity(0))
+    v2 = tmp_path / "cg"
+    _tree(v2, {"cgroup.controllers": "cpu", "a/cpu.max": "150000 100000",
+               "b/cpu.max": f"{(cores + 8) * 100000} 100000"})
+    proc = tmp_path / "self_cgroup"
+    proc.write_text("0::/a\n")
+    assert available_cpus(str(proc), str(v2)) == min(cores, 2)  # 1.5 cores: 2 threads
+    proc.write_text("0::/b\n")
+    assert available_cpus(str(proc), str(v2)) == cores  # a quota above the affinity
+
+
 def test_the_ranking_is_planned_in_the_cache_bytes():
     """Ranking the cached types' rows runs before the cache is made, in its bytes: 16 bytes a
     row (presample: int32 counts and degrees, float64 scores) or 4 (degree) plus 8 a chosen

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -153,6 +155,23 @@ def test_workers_become_threads(homo_store):
     for bad in (dict(num_workers=-1), dict(num_workers=1.5), dict(prefetch_factor=0)):
         with pytest.raises(LoaderArgumentError, match=next(iter(bad))):
             NeighborLoader(homo_store, [3, 2], "train", **bad)
+
+
+def test_workers_are_capped_at_the_cores_available(homo_store, monkeypatch):
+    """num_workers=16 on 2 cores is 2 sampling threads, not 16 contending for 2 cores;
+    num_threads= is taken as given, and the batches are the same whatever the count."""
+    kw = dict(batch_size=256, shuffle=True, seed=1, device="cpu")
+    cores = len(os.sched_getaffinity(0))
+    ld = NeighborLoader(homo_store, [3, 2], "train", num_workers=cores + 14, **kw)
+    assert 1 <= ld.num_threads == ld.sampler.num_threads <= cores
+    monkeypatch.setattr(_compat, "available_cpus", lambda: 2)  # 2 cores, as a cgroup quota
+    ld = NeighborLoader(homo_store, [3, 2], "train", num_workers=16, **kw)
+    assert ld.num_threads == ld.sampler.num_threads == 2
+    assert NeighborLoader(homo_store, [3, 2], "train", num_workers=1, **kw).num_threads == 1
+    assert NeighborLoader(homo_store, [3, 2], "train", num_workers=16, num_threads=3,
+                          **kw).num_threads == 3
+    ref = NeighborLoader(homo_store, [3, 2], "train", num_threads=1, **kw)
+    assert same_batches(batches(ref), batches(ld))
 
 
 def test_transform_runs_on_each_batch(homo_store):

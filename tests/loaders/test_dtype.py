@@ -124,3 +124,73 @@ def test_the_memory_plan_counts_batches_in_the_cast_dtype(hetero_store):
     a = probe_plan(hetero_store, **{**kw, "dtype": None})
     b = probe_plan(hetero_store, **kw)
     assert b.batch_bytes == 2 * a.batch_bytes and b.feature_bytes == a.feature_bytes
+
+
+def test_pyg_and_model_batches_get_fp32_by_default(hetero_store, homo_store):
+    """The default ``dtype="auto"``: an fp16 store's rows reach a ``"pyg"`` batch as float32
+    (a PyG model's layers are float32: fp16 input fails in its first matmul), equal to
+    numpy's cast; ``"raw"`` batches and ``dtype=None`` keep fp16; an fp32 store is not cast."""
+    F = hetero_store.features("paper", "feat").numpy()
+    kw = dict(num_neighbors=[3, 2], input_nodes=("paper", "train"), batch_size=100,
+              device="cpu")
+    ld = NeighborLoader(hetero_store, output="pyg", **kw)
+    assert ld.feature_dtypes == {"paper": np.float32}
+    batch = next(iter(ld))
+    x = batch["paper"].x
+    assert x.dtype == torch.float32
+    np.testing.assert_array_equal(x.numpy(), F[batch["paper"].n_id.numpy()].astype(np.float32))
+    layer = torch.nn.Linear(F.shape[1], 4)  # a layer as PyG's and DGL's make them: fp32
+    assert layer(x).dtype == torch.float32
+    with pytest.raises(RuntimeError):  # what the fp16 batch met before
+        layer(x.half())
+    raw = next(iter(NeighborLoader(hetero_store, output="raw", **kw)))
+    assert raw.x["paper"].dtype == torch.float16
+    kept = next(iter(NeighborLoader(hetero_store, output="pyg", dtype=None, **kw)))
+    assert kept["paper"].x.dtype == torch.float16
+    homo = NeighborLoader(homo_store, [3, 2], "train", batch_size=64, device="cpu",
+                          output="pyg")
+    assert homo.gatherer.casts == {"node": None}
+    assert next(iter(homo)).x.dtype == torch.float32
+
+
+def test_auto_casts_fp16_for_model_outputs_only():
+    f16, f32, f64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+    assert resolve_dtype("auto", f16, "x", "pyg") == resolve_dtype("auto", f16, "x", "dgl") == f32
+    assert resolve_dtype("auto", f16, "x", "raw") is None
+    assert resolve_dtype("auto", f32, "x", "pyg") is None
+    assert resolve_dtype("auto", f64, "x", "dgl") is None
+
+
+def test_pyg_views_default_to_fp32(hetero_store_path):
+    """A PyG view (``OGB_MAG(...)[0]``) makes ``output="pyg"`` the default: fp32 too."""
+    from loaders.datasets import StoreData
+
+    import featurestore as fs
+
+    with fs.open_store(hetero_store_path) as s:
+        ld = NeighborLoader(StoreData(s), [3, 2], ("paper", "train"), batch_size=50,
+                            device="cpu")
+        assert next(iter(ld))["paper"].x.dtype == torch.float32
+
+
+def test_the_default_cast_is_planned_at_its_width(hetero_store):
+    """The loader's plan counts the default cast's batch buffers at fp32 (twice the store's
+    fp16 rows) and the cache's rows at fp16; ``featurestore plan`` counts the same."""
+    from loaders.memory import plan as P
+
+    kw = dict(num_neighbors=[3, 2], input_nodes=("paper", "train"), batch_size=100,
+              device="cpu")
+    raw = probe_plan(hetero_store, output="raw", **kw)
+    pyg = probe_plan(hetero_store, output="pyg", **kw)
+    kept = probe_plan(hetero_store, output="pyg", dtype=None, **kw)
+    assert pyg.batch_bytes == 2 * raw.batch_bytes == 2 * kept.batch_bytes
+    assert pyg.feature_bytes == raw.feature_bytes
+    dim = hetero_store.features("paper", "feat").shape[1]
+    common = dict(batch_size=256, memory=2 << 30, read_iops=None, interpreter_bytes=0,
+                  batches=4)
+    p = {o: P.plan(hetero_store, "paper:train", [4, 2], output=o, **common).loader_plan
+         for o in ("raw", "pyg")}
+    rows = p["raw"]["batch_rows"]
+    assert set(rows) == {"paper"} and p["pyg"]["batch_rows"] == rows  # fp16 x dim, fp32 x dim
+    assert p["raw"]["batch_bytes"] == rows["paper"] * dim * 2
+    assert p["pyg"]["batch_bytes"] == rows["paper"] * dim * 4

@@ -97,3 +97,27 @@ def test_loader_batches_equal_with_tier(homo_store, budget, dtype, memory):
     assert s.gpu_saved_bytes == s.gpu_hits * tier.row_bytes
     if want_rows == F.shape[0]:
         assert s.gpu_misses == 0 and s.h2d_bytes == 0
+
+
+def test_fp16_rows_stay_fp16_in_the_tier_of_an_fp32_batch(hetero_store):
+    """The default cast of an fp16 store for a PyG batch (float32) happens as hits leave the
+    tier: the tier holds fp16 rows, twice as many in the same bytes, and the batches equal the
+    tierless loader's and numpy's cast of the store's rows."""
+    from loaders import NeighborLoader
+
+    kw = dict(batch_size=100, shuffle=True, seed=3, device="cpu", output="pyg")
+    ld = NeighborLoader(hetero_store, [3, 2], ("paper", "train"), gpu_cache_bytes="40KiB", **kw)
+    ld._chunked = True
+    ref = NeighborLoader(hetero_store, [3, 2], ("paper", "train"), **kw)
+    F = np.asarray(hetero_store.features("paper", "feat").numpy())
+    tier = ld.gatherer.gpu_tiers["paper"]
+    assert tier.data.dtype == torch.float16
+    assert len(tier) == min(F.shape[0], (40 << 10) // (F.shape[1] * 2))
+    n = 0
+    for a, b in zip(ld, ref):
+        x = a["paper"].x
+        assert x.dtype == torch.float32
+        np.testing.assert_array_equal(x.numpy(), F[a["paper"].n_id.numpy()].astype(np.float32))
+        assert torch.equal(x, b["paper"].x)
+        n += 1
+    assert n > 1 and ld.stats.gpu_hits > 0 and ld.stats.gpu_misses > 0

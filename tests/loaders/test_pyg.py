@@ -12,6 +12,7 @@ from torch_geometric.loader import NodeLoader  # noqa: E402
 from torch_geometric.nn import SAGEConv, GraphSAGE, to_hetero  # noqa: E402
 
 from loaders import NeighborLoader  # noqa: E402
+from loaders.errors import LoaderArgumentError  # noqa: E402
 from loaders.pyg import NeighborSampler, remote_backend  # noqa: E402
 
 
@@ -121,9 +122,18 @@ def test_pyg_nodeloader_over_remote_backend(homo_store, hetero_store, hetero):
 def test_feature_and_graph_store_interfaces(hetero_store):
     fs_, gs_ = remote_backend(hetero_store)
     idx = torch.tensor([5, 1, 5, 0])
+    F = hetero_store.features("paper", "feat").numpy()
+    assert F.dtype == np.float16
+    # fp16 features come as float32 by default (PyG models are float32), as stored with None
     got = fs_["paper", "x", idx]
-    assert torch.equal(got, torch.from_numpy(np.asarray(
-        hetero_store.features("paper", "feat").numpy()[idx.numpy()])))
+    assert torch.equal(got, torch.from_numpy(F[idx.numpy()].astype(np.float32)))
+    whole = fs_["paper", "x", None]
+    assert torch.equal(whole, torch.from_numpy(F.astype(np.float32)))
+    kept, _ = remote_backend(hetero_store, dtype=None)
+    assert torch.equal(kept["paper", "x", idx], torch.from_numpy(F[idx.numpy()]))
+    assert kept["paper", "x", 1:3].dtype == torch.float16
+    with pytest.raises(LoaderArgumentError, match="dtype"):
+        remote_backend(hetero_store, dtype=torch.int64)
     assert fs_.get_tensor_size(group_name="paper", attr_name="x") == (1500, 16)
     assert torch.equal(fs_["paper", "year", idx],
                        torch.from_numpy(np.asarray(hetero_store.values("paper", "year"))[idx]))
@@ -209,9 +219,10 @@ def test_no_tensors_over_read_only_memory(homo_store):
     row, colptr, _ = gs_.csc()
     assert not np.shares_memory(row.numpy(), indices)
     assert not np.shares_memory(colptr.numpy(), indptr)
-    split = homo_store.split("train")
-    t = _t(split)
-    assert not np.shares_memory(t.numpy(), split) and np.array_equal(t.numpy(), split)
+    labels = homo_store.labels()  # a read-only map of the store's file
+    assert not labels.flags.writeable
+    t = _t(labels)
+    assert not np.shares_memory(t.numpy(), labels) and np.array_equal(t.numpy(), labels)
     writable = np.arange(4)
     assert np.shares_memory(_t(writable).numpy(), writable)  # no needless copy
 
@@ -313,3 +324,47 @@ def test_heterogeneous_y_on_every_labelled_type(tmp_path, chunked):
             assert torch.equal(mb.y, b["paper"].y[:bs])  # raw y: the seeds' labels, as before
         for mb in NeighborLoader(s, [4], ("paper", "train"), labels=False, output="raw", **kw):
             assert mb.y_all == {} and mb.y is None
+
+
+@pytest.mark.skipif(not any(__import__("importlib").util.find_spec(m)
+                            for m in ("torch_sparse", "pyg_lib")),
+                    reason="PyG's own sampler needs torch-sparse or pyg-lib (../shared/wheels)")
+def test_pygs_own_link_neighbor_loader_seeds_every_edge(homo_store):
+    """PyG's ``LinkNeighborLoader`` over the remote backend with ``edge_label_index=(None,
+    None)`` takes every edge as a seed, as ``edge_label_index=None`` on an in-memory ``Data``
+    (PyG read our homogeneous ``coo`` answer as a dict and failed with "values expected sparse
+    tensor layout"): each batch's seed pairs are the graph's edges ``input_id``, and an epoch
+    covers each edge once."""
+    from torch_geometric.loader import LinkNeighborLoader
+
+    full = full_edge_index(homo_store, homo_store.edge_types[0])
+    F = np.asarray(homo_store.features(None, "feat").numpy())
+    loader = LinkNeighborLoader(remote_backend(homo_store), num_neighbors=[3, 2],
+                                edge_label_index=(None, None), batch_size=500)
+    assert len(loader) == -(-full.shape[1] // 500)
+    seen = []
+    for b in loader:
+        assert isinstance(b, Data)
+        assert torch.equal(b.n_id[b.edge_label_index], full[:, b.input_id])
+        assert np.array_equal(b.x.numpy(), F[b.n_id.numpy()])
+        seen.append(b.input_id)
+    assert torch.equal(torch.cat(seen).sort().values, torch.arange(full.shape[1]))
+
+
+@pytest.mark.skipif(not any(__import__("importlib").util.find_spec(m)
+                            for m in ("torch_sparse", "pyg_lib")),
+                    reason="PyG's own sampler needs torch-sparse or pyg-lib (../shared/wheels)")
+def test_pygs_link_loader_edge_type_on_a_homogeneous_backend_is_named(homo_store):
+    """The store's own edge type on the homogeneous backend (whose edge type is ``None``)
+    fails naming the cause, not in PyG's sampler."""
+    from torch_geometric.loader import LinkNeighborLoader
+
+    et = tuple(homo_store.edge_types[0])
+    with pytest.raises(LoaderArgumentError, match=r"edge type None.*homogeneous=False"):
+        LinkNeighborLoader(remote_backend(homo_store), num_neighbors=[3, 2],
+                           edge_label_index=(et, None), batch_size=50)
+    # the typed backend takes it, and yields HeteroData
+    b = next(iter(LinkNeighborLoader(remote_backend(homo_store, homogeneous=False),
+                                     num_neighbors=[3, 2], edge_label_index=(et, None),
+                                     batch_size=50)))
+    assert isinstance(b, HeteroData) and b[et].edge_label_index.shape == (2, 50)

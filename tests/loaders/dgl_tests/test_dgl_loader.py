@@ -115,3 +115,25 @@ def test_dtype_casts_the_blocks_features(store):
             got = _per_type(blocks[0].srcdata["feat"], nt)
             assert got.dtype == torch.float32
             np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_dgl_blocks_get_fp32_features_by_default(store):
+    """The default ``dtype="auto"``: a DGL model's layers are float32, so an fp16 store's
+    rows reach ``srcdata["feat"]`` as float32 (numpy's cast of the same rows); ``dtype=None``
+    keeps the store's dtype."""
+    import torch
+
+    s, seeds = store
+    kw = dict(batch_size=64, output="dgl", device="cpu")
+    for inp, _, blocks in NeighborLoader(s, FANOUTS, seeds, **kw):
+        for nt in s.node_types:
+            if "feat" not in s.feature_names(nt):
+                continue
+            want = np.asarray(s.features(nt, "feat").numpy())[_per_type(inp, nt).numpy()]
+            got = _per_type(blocks[0].srcdata["feat"], nt)
+            assert got.dtype == torch.float32
+            np.testing.assert_array_equal(got.numpy(), want.astype(np.float32))
+    _, _, blocks = next(iter(NeighborLoader(s, FANOUTS, seeds, dtype=None, **kw)))
+    stored = s.features(seeds[0], "feat").dtype
+    assert _per_type(blocks[0].srcdata["feat"], seeds[0]).dtype == torch.from_numpy(
+        np.empty(0, stored)).dtype
