@@ -423,10 +423,9 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     prefetch, batches_in_flight, device, output, dtype
         As the loader takes them: ``batches_in_flight`` feature buffers on the CPU (none with
         ``device="cuda"``, where batches live on the GPU and two pinned staging buffers of
-        ``staging_bytes`` are held instead), ``prefetch + 3`` sampled subgraphs; CPU buffers
-        hold rows in the batch's dtype (by default fp16 as float32 for ``"pyg"``/``"dgl"``).
-        ``"auto"``: the layout (buffers; CUDA: staging bytes) of most predicted seeds/s with
-        a training step of ``train_s`` seconds a batch and a loop of kind ``loop`` (:data:`LOOPS`).
+        ``staging_bytes`` are held instead), ``prefetch + 3`` sampled subgraphs; rows in the
+        batch's dtype. ``"auto"``: the layout (buffers; CUDA: staging) of most predicted
+        seeds/s with a ``train_s`` seconds training step and a ``loop`` (:data:`LOOPS`).
     interpreter_bytes, staging_bytes
         Memory counted for the interpreter and each of the loader's staging buffers. By
         default the interpreter is what this process holds when the plan starts (``RssAnon``:
@@ -448,11 +447,9 @@ def plan(store, input_nodes, num_neighbors, *, batch_size: int = 1024, memory: i
     if task not in TASKS:
         raise LoaderArgumentError(f"Expected task in {TASKS}. Got {task!r} instead.")
     _check_layout(batches_in_flight, staging_bytes, train_s, loop)
-    link = None
-    if task == "link":
-        link = _link_loader(store, input_nodes, num_neighbors, batch_size, neg_sampling_ratio,
-                            feature, seed, sampling)
-    elif isinstance(input_nodes, str):
+    link = _link_loader(store, input_nodes, num_neighbors, batch_size, neg_sampling_ratio,
+                        feature, seed, sampling) if task == "link" else None
+    if link is None and isinstance(input_nodes, str):
         input_nodes = parse_input(store, input_nodes)
     m = _measure(store, input_nodes, num_neighbors, batch_size, batches, max_whole_epoch,
                  feature, ntype, seed, link, sampling)
