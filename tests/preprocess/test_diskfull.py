@@ -246,3 +246,23 @@ def test_disk_full_shapes_are_one_error(tmp_path, monkeypatch):
         loc.write_bytes_atomic("zarr.json", b'{"a": 1}')
     assert sorted(os.listdir(tmp_path)) == ["zarr.json"]
     assert (tmp_path / "zarr.json").read_bytes() == b"{}"
+
+
+COLUMN = """
+import sys, types, numpy as np
+from preprocess.ogb.wikikg90mv2 import _column
+ctx = types.SimpleNamespace(job=types.SimpleNamespace(tmpdir=sys.argv[1]))
+hrt = np.zeros((1 << 20, 3), np.int64)
+_column(ctx, hrt, 1, np.int32, "train-relation")
+"""
+
+
+def test_wikikg_column_scratch_reserves_its_blocks(small_disk):
+    """Issue 10 item 7 (kept): the WikiKG90Mv2 job's converted triple columns were a writable
+    memory map of a sparse file; a disk too small for the column killed the job with SIGBUS.
+    Now a DiskFullError naming the scratch file."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.run([sys.executable, "-c", COLUMN, str(small_disk.path / "tmp")], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, (p.returncode, p.stderr[-2000:])  # not -7 (SIGBUS)
+    assert "DiskFullError" in p.stderr and "train-relation.npy" in p.stderr, p.stderr[-2000:]
