@@ -13,6 +13,7 @@ representation readers parse the root ``zarr.json`` into, and writes it back wit
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import os
 import uuid
 from collections.abc import Iterable, Sequence
@@ -47,6 +48,9 @@ from featurestore.format.blocks import BLOCK_BYTES, blocks_of, iter_blocks, row_
 from featurestore.writer_edges import EdgeDataSteps
 
 __all__ = ["create_store", "StoreWriter", "iter_blocks", "BLOCK_BYTES"]
+
+#: errno of a place the writer may not write: no permission, a read-only file system.
+_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 def create_store(url: str | os.PathLike, *, mode: str = "w-",
@@ -91,11 +95,16 @@ class StoreWriter(EdgeDataSteps):
                                   "A file is there; nothing was removed.")
         try:
             self.loc.fs.makedirs(self.loc.root, exist_ok=True)
-        except (PermissionError, FileExistsError, NotADirectoryError) as e:
+        except OSError as e:
+            if not isinstance(e, (FileExistsError, NotADirectoryError)) and \
+                    e.errno not in _UNWRITABLE:
+                raise
             raise UnsafePathError(f"Cannot create the store directory {self.url}: {e}") from e
         try:
             self._lock.acquire()
-        except PermissionError as e:
+        except OSError as e:
+            if e.errno not in _UNWRITABLE:
+                raise
             raise UnsafePathError(f"Cannot write to {self.url} (read-only?): {e}") from e
         try:
             self._open(mode, _inspect(self.loc))  # again: the state may have changed meanwhile

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from featurestore.errors import SchemaError
+from featurestore.fileio import disk_full_as_error
 from featurestore.format.integrity import layout_checksums, record_checksums
 from featurestore.format.shard import ShardWriter, zarr_array_kwargs
 from featurestore.remote.location import Location
@@ -51,9 +52,11 @@ def write_array(loc: Location, zstore, key: str, shape: tuple, dtype: np.dtype,
     not add up to ``shape`` (or ``check`` refuses one); the array is then left unfinished.
     """
     if compressors is not None:
-        _write_zarr(zstore, key, shape, dtype, blocks, compressors, check)
+        with disk_full_as_error(loc.path(key)):  # zarr's own writes
+            _write_zarr(zstore, key, shape, dtype, blocks, compressors, check)
         return
-    meta = create_array(zstore, key, shape, dtype)
+    with disk_full_as_error(loc.path(f"{key}/zarr.json")):
+        meta = create_array(zstore, key, shape, dtype)
     if shape[0] == 0:
         for b in blocks:
             if len(b):

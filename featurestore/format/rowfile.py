@@ -24,6 +24,7 @@ from featurestore.format.integrity import CHECKSUM_ATTR, checksum_block_rows, ch
 from featurestore.format.schema import FeatureSchema
 from featurestore.format.shard import ShardLayout
 from featurestore.errors import SchemaError
+from featurestore.fileio import disk_full_as_error
 
 __all__ = ["RowFile", "open_row_file"]
 
@@ -70,8 +71,8 @@ class RowFile:
             self.final = writer.loc.path(f"{self.key}/{self.layout.chunk_key()}")
             self.path = self.final + ".partial"
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(self.path, "wb") as f:  # zeros: the rows to come and the padding
-                f.truncate(self.layout.file_bytes)
+            with disk_full_as_error(self.path), open(self.path, "wb") as f:
+                f.truncate(self.layout.file_bytes)  # zeros: the rows to come and the padding
                 f.seek(self.layout.data_bytes)
                 f.write(self.layout.index_blob())
 

@@ -8,7 +8,6 @@ then starts at byte ``r * row_bytes``: the file *is* the raw array, padded to wh
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ import google_crc32c
 import numpy as np
 
 from featurestore.errors import DiskFullError, SchemaError
+from featurestore.fileio import disk_full_as_error, is_disk_full
 from featurestore.format.names import inner_chunk_rows
 from featurestore.remote.location import Location
 
@@ -124,15 +124,17 @@ class ShardWriter:
         self.path = loc.path(f"{array_key}/{self.layout.chunk_key()}")
         self.tmp = self.path + ".partial"
         self.rows = 0
-        loc.fs.makedirs(os.path.dirname(self.tmp) if loc.is_local else self.tmp.rsplit("/", 1)[0],
-                        exist_ok=True)
-        self._f = loc.fs.open(self.tmp, "wb") if not loc.is_local else open(self.tmp, "wb")
+        with disk_full_as_error(self.tmp, hint=f" It is array {array_key}. Free space and run the "
+                                               "job again: it resumes."):
+            loc.fs.makedirs(os.path.dirname(self.tmp) if loc.is_local
+                            else self.tmp.rsplit("/", 1)[0], exist_ok=True)
+            self._f = loc.fs.open(self.tmp, "wb") if not loc.is_local else open(self.tmp, "wb")
 
     def _put(self, data) -> None:
         try:
             self._f.write(data)
         except OSError as e:
-            if e.errno == errno.ENOSPC:
+            if is_disk_full(e):
                 raise DiskFullError(f"The disk is full: could not write {self.tmp} (array "
                                     f"{self.name}, {self.layout.file_bytes} bytes). Free space "
                                     "and run the job again: it resumes.") from None
@@ -172,7 +174,7 @@ class ShardWriter:
                 os.fsync(self._f.fileno())
             self._f.close()
         except OSError as e:
-            if e.errno == errno.ENOSPC:
+            if is_disk_full(e):
                 raise DiskFullError(f"The disk is full: could not write {self.tmp} (array "
                                     f"{self.name}). Free space and run the job again.") from None
             raise

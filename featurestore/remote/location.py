@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import json
@@ -13,6 +14,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from featurestore.errors import RemoteStoreError
+from featurestore.fileio import disk_full_as_error
 from featurestore.remote.rangecache import CACHE_BLOCK_BYTES, RangeCacheFileSystem
 
 log = logging.getLogger(__name__)
@@ -176,10 +178,15 @@ class Location:
         path = self.path(key)
         if self.is_local:
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with disk_full_as_error(path, len(data)), open(tmp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except BaseException:
+                with contextlib.suppress(OSError):  # no stray temporary file in the store
+                    os.remove(tmp)
+                raise
             os.replace(tmp, path)
         else:  # object stores replace a whole object at once
             self.fs.pipe_file(path, data)

@@ -12,6 +12,7 @@ local ``(row, col)`` indices (source, destination) plus their positions in the s
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -166,8 +167,10 @@ class Fanouts:
 
 
 def _check_list(v) -> tuple[int, ...]:
-    try:
-        out = tuple(int(x) for x in v)
+    try:  # integers only: 2.7, True or "3" are refused, not truncated or parsed
+        if isinstance(v, (str, bytes)) or any(isinstance(x, (bool, np.bool_)) for x in v):
+            raise TypeError(v)
+        out = tuple(operator.index(x) for x in v)
     except TypeError as e:
         raise LoaderArgumentError(f"Expected a list of integer fanouts. Got {v!r} instead.") from e
     if any(x < -1 for x in out):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from featurestore.fileio import pwrite_all
+from featurestore.fileio import disk_full_as_error, pwrite_all
 from featurestore.format.rowfile import open_row_file
 
 from preprocess.errors import PreprocessError
@@ -156,7 +156,7 @@ def _target(writer, ntype, name, out_dtype, row_shape, n, row_bytes, scratch):
     os.makedirs(scratch, exist_ok=True)
     # a name of its own: ``scratch`` may be a caller's directory, whose files are not ours
     path = os.path.join(scratch, f"features-{ntype}-{name}-{os.urandom(6).hex()}.bin")
-    with open(path, "xb") as f:
+    with disk_full_as_error(path), open(path, "xb") as f:
         f.truncate(max(1, n * row_bytes))
     return None, path, max(1, REMOTE_TASK_BYTES // max(row_bytes, 1))
 

@@ -36,7 +36,6 @@ run, with the sizes, disk and memory each step declared.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import shutil
@@ -46,6 +45,7 @@ from typing import Any
 from collections.abc import Callable, Iterable, Sequence
 
 from featurestore import __version__
+from featurestore.fileio import is_disk_full
 from featurestore.remote.location import Location
 from featurestore.errors import LockUnavailableError, StoreExistsError
 from featurestore.remote.lock import WriteLock
@@ -207,7 +207,8 @@ class Job:
                 f"Expected no store, or one this job started, at {self.store_url}. A store "
                 "without a job manifest is there; pass --force (force=True) to replace it.")
         if not dry_run and not self.complete:
-            self._open_writer(fresh=old is None or force or not self._store_exists())
+            with self._disk_full_named():
+                self._open_writer(fresh=old is None or force or not self._store_exists())
 
     # -- store and manifest ---------------------------------------------------------
     def _keep_scratch(self) -> None:
@@ -263,7 +264,19 @@ class Job:
 
     def _save(self) -> None:
         if not self.dry_run:
-            save_manifest(self.loc, self.manifest)
+            with self._disk_full_named():
+                save_manifest(self.loc, self.manifest)
+
+    @contextlib.contextmanager
+    def _disk_full_named(self):
+        """A full disk met in the block (``ENOSPC``, a short write) is a ``DiskFullError``
+        naming the file when the error does, else the store: never a bare ``OSError``."""
+        try:
+            yield
+        except OSError as e:
+            if not is_disk_full(e):
+                raise
+            raise disk_full_error(e.filename or self.store_url, None, e) from e
 
     @property
     def writer(self) -> StoreWriter:
@@ -318,13 +331,8 @@ class Job:
             self.check_disk(int(st.plan["disk_bytes"]), f"step {name}")
         log.info("step %s: start", name)
         t = time.perf_counter()
-        with PeakMemory() as mem:
-            try:
-                yield st
-            except OSError as e:
-                if e.errno != errno.ENOSPC:
-                    raise
-                raise disk_full_error(e.filename or self.store_url, None, e) from e
+        with PeakMemory() as mem, self._disk_full_named():
+            yield st
         st.seconds = time.perf_counter() - t
         st.peak_anon_bytes = mem.peak
         st.status = "ran"
@@ -377,9 +385,10 @@ class Job:
         """Record the job in the store's provenance, mark it complete, drop scratch files."""
         if self.dry_run or self.complete:
             return
-        self.writer.add_provenance(f"preprocess {self.name}", inputs=self.inputs,
-                                   options=self.options, **jsonable(provenance))
-        self.writer.commit()
+        with self._disk_full_named():
+            self.writer.add_provenance(f"preprocess {self.name}", inputs=self.inputs,
+                                       options=self.options, **jsonable(provenance))
+            self.writer.commit()
         self._finish()
 
     def _finish(self) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from featurestore.fileio import disk_full_as_error
+
 import preprocess.dask.renumber as dren
 from preprocess.dask.run import check_shared_scratch
 from preprocess.errors import BadInputError, SpecError
@@ -410,7 +412,7 @@ def _split_steps(spec: DatasetSpec) -> list[StepDef]:
 def _spill(blocks, path: str) -> np.ndarray:
     """Row blocks streamed into a raw file, then memory-mapped (bounded memory, any length)."""
     shape, dtype, n = None, None, 0
-    with open(path, "wb") as f:
+    with disk_full_as_error(path), open(path, "wb") as f:
         for b in blocks:
             b = np.ascontiguousarray(b)
             shape, dtype = (b.shape[1:], b.dtype) if shape is None else (shape, dtype)

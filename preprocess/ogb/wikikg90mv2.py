@@ -36,6 +36,7 @@ from preprocess.sources.base import ArraySource
 from preprocess.sources.features import FeatureSource
 from preprocess.sources.npy import load_npy
 from preprocess.steps.csc import build_csc
+from preprocess.steps.diskmap import open_npy
 from preprocess.steps.edge_columns import edge_order, write_edge_column
 
 __all__ = ["preprocess_wikikg90mv2", "wiki_steps", "WikiContext", "read_wiki_meta",
@@ -217,7 +218,7 @@ def _column(ctx: WikiContext, arr: np.ndarray, j: int, dtype, name: str) -> np.n
     if col.dtype == dtype:
         return col
     path = scratch_file(ctx.job, f"{name}.npy")
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=col.shape)
+    out = open_npy(path, mode="w+", dtype=dtype, shape=col.shape)  # blocks reserved: no SIGBUS
     step = 1 << 22
     for lo in range(0, col.shape[0], step):
         out[lo:lo + step] = col[lo:lo + step]

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from featurestore.fileio import disk_full_as_error, write_file
 from featurestore.format import names as fmt
 from featurestore.format.names import EdgeType
 from featurestore.remote.location import Location
@@ -221,7 +222,8 @@ class _Spill:
         out_d = np.empty(plan.block_edges, self.dd)
         counts = np.empty(len(range_hi), np.int64)
         off = 0
-        with open(self.path, "wb") as f, bar(source.num_edges, f"{what}: spill", progress) as pb:
+        with disk_full_as_error(self.path), open(self.path, "wb") as f, \
+                bar(source.num_edges, f"{what}: spill", progress) as pb:
             for part in source.parts():
                 for s, d in part.iter_blocks(plan.block_edges):
                     K.split_block(s, d, range_hi, out_s, out_d, counts, drop_self_loops)
@@ -357,8 +359,8 @@ def sort_range_files(rs: _Ranges, r: int, scratch_dir: str, what: str) -> dict:
     out = _sort_range(rs, r, counts, scratch, stats, lambda k: None, what)
     paths = (os.path.join(scratch_dir, f"range-{r}.idx"),
              os.path.join(scratch_dir, f"range-{r}.cnt"))
-    out.tofile(paths[0])
-    counts.tofile(paths[1])
+    write_file(paths[0], np.ascontiguousarray(out))
+    write_file(paths[1], counts)
     return {"indices": paths[0], "counts": paths[1], "edges": int(out.shape[0]), **stats}
 
 
@@ -426,7 +428,7 @@ def coo_to_csc(source: EdgeSource, *, num_src: int, num_dst: int, indptr_out, in
                          progress=progress, what=what)
             kw = dict(scratch=scratch, stats=stats, progress=progress, what=what)
             outs = passes.sorted_ranges(rs, indptr, **kw)
-            with open(tmp_path, "wb") as f:
+            with disk_full_as_error(tmp_path), open(tmp_path, "wb") as f:
                 for out in outs:
                     f.write(memoryview(np.ascontiguousarray(out)).cast("B"))
                     del out  # or the next range's buffers would be allocated beside it

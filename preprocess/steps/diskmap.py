@@ -15,22 +15,15 @@ import os
 import numpy as np
 
 from featurestore.errors import DiskFullError
-from featurestore.units import format_size
+from featurestore.fileio import disk_full_error as _disk_full_error
+from featurestore.fileio import is_disk_full
 
 __all__ = ["reserve", "map_file", "open_npy", "disk_full_error"]
 
 
 def disk_full_error(path: str, need: int | None, exc: OSError | None = None) -> DiskFullError:
     """The error for a full file system under ``path`` (free space measured now)."""
-    try:
-        st = os.statvfs(os.path.dirname(os.path.abspath(path)) or ".")
-        free = format_size(st.f_bavail * st.f_frsize)
-    except OSError:
-        free = "unknown"
-    what = f" of {format_size(need)}" if need is not None else ""
-    return DiskFullError(f"The disk is full: could not write {path}{what} ({free} free). "
-                         f"Free space or choose another output, then run the job again: it "
-                         f"resumes.{f' ({exc.strerror})' if exc is not None else ''}")
+    return _disk_full_error(path, exc, need)
 
 
 def reserve(path: str | os.PathLike, nbytes: int) -> None:
@@ -42,7 +35,7 @@ def reserve(path: str | os.PathLike, nbytes: int) -> None:
     try:
         os.posix_fallocate(fd, 0, nbytes)
     except OSError as e:
-        if e.errno == errno.ENOSPC:
+        if is_disk_full(e):
             raise disk_full_error(path, nbytes, e) from None
         if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
             raise
@@ -65,7 +58,7 @@ def map_file(filename, dtype=np.uint8, mode: str = "w+", offset: int = 0,
         with open(filename, "wb") as f:
             f.truncate(max(nbytes, 1))
     except OSError as e:
-        if e.errno == errno.ENOSPC:
+        if is_disk_full(e):
             raise disk_full_error(os.fspath(filename), nbytes, e) from None
         raise
     reserve(filename, nbytes)
@@ -79,7 +72,7 @@ def open_npy(filename, mode: str = "w+", dtype=None, shape=None,
         arr = np.lib.format.open_memmap(filename, mode=mode, dtype=dtype, shape=shape,
                                         fortran_order=fortran_order)
     except OSError as e:
-        if e.errno == errno.ENOSPC:
+        if is_disk_full(e):
             raise disk_full_error(os.fspath(filename), None, e) from None
         raise
     if mode == "w+":

@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from featurestore.fileio import disk_full_as_error
 from featurestore.format import names as fmt
 from featurestore.format.names import EdgeType
 
@@ -291,7 +292,7 @@ def edge_order(writer, etype: Sequence[str], source: EdgeSource, path, *,
     os.replace(partial, path)
     rec = {"edges_in": n_in, "edges_out": sink.edges_out, "symmetrize": symmetrize,
            "seconds": stats["seconds"], "ranges": stats["ranges"], **ident}
-    with open(path + ".json.partial", "w") as f:
+    with disk_full_as_error(path + ".json"), open(path + ".json.partial", "w") as f:
         json.dump(rec, f)
     os.replace(path + ".json.partial", path + ".json")
     log.info("%s: edge order of %d edges in %.1f s (%d ranges)", et.key(), n_in,
@@ -338,8 +339,9 @@ class _Placer:
         if tmpdir is not None:
             os.makedirs(tmpdir, exist_ok=True)
         self.scratch = tempfile.mkdtemp(prefix="edgecol-", dir=tmpdir)
-        self.files = [open(self._file(b, "rows"), "wb") for b in range(self.nb)]
-        self.pos_files = [open(self._file(b, "pos"), "wb") for b in range(self.nb)]
+        with disk_full_as_error(self.scratch):
+            self.files = [open(self._file(b, "rows"), "wb") for b in range(self.nb)]
+            self.pos_files = [open(self._file(b, "pos"), "wb") for b in range(self.nb)]
 
     def _file(self, b: int, what: str) -> str:
         return os.path.join(self.scratch, f"b{b}.{what}")
@@ -363,12 +365,13 @@ class _Placer:
         EK.take_rows(rows, words, idx)
         pos = dest[idx]
         c0 = 0
-        for b in np.flatnonzero(self.counts):
-            c = int(self.counts[b])
-            self.files[b].write(memoryview(np.ascontiguousarray(rows[c0:c0 + c])).cast("B"))
-            self.pos_files[b].write(memoryview(pos[c0:c0 + c] - b * self.bucket_rows)
-                                    .cast("B"))
-            c0 += c
+        with disk_full_as_error(self.scratch):
+            for b in np.flatnonzero(self.counts):
+                c = int(self.counts[b])
+                self.files[b].write(memoryview(np.ascontiguousarray(rows[c0:c0 + c])).cast("B"))
+                self.pos_files[b].write(memoryview(pos[c0:c0 + c] - b * self.bucket_rows)
+                                        .cast("B"))
+                c0 += c
 
     def blocks(self, rows: int):
         """The placed rows in output order, in blocks of at most ``rows``."""
@@ -377,8 +380,9 @@ class _Placer:
             for lo in range(0, n_out, rows):
                 yield self.placed[lo:lo + rows]
             return
-        for f in self.files + self.pos_files:
-            f.close()
+        with disk_full_as_error(self.scratch):  # closing flushes
+            for f in self.files + self.pos_files:
+                f.close()
         for b in range(self.nb):
             m = min(self.bucket_rows, n_out - b * self.bucket_rows)
             data = np.fromfile(self._file(b, "rows"), dtype=self.dtype).reshape((-1,) + self.shape)

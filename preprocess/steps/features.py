@@ -28,6 +28,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from featurestore.fileio import disk_full_as_error
+
 from preprocess.errors import BadInputError
 from preprocess.progress import bar
 from preprocess.sources.features import FeatureSource
@@ -86,7 +88,8 @@ def _bucket_permute(source, perm, rows, budget_bytes, tmpdir, cast, progress, st
             p = np.asarray(perm[lo:lo + step], dtype=np.int64)
             inv[p] = np.arange(lo, lo + len(p), dtype=np.int64)
         inv.flush()
-        with contextlib.ExitStack() as stack:  # the bucket files close on errors too
+        with disk_full_as_error(scratch), \
+                contextlib.ExitStack() as stack:  # the bucket files close on errors too
             files = [stack.enter_context(open(os.path.join(scratch, f"b{b}.rows"), "wb"))
                      for b in range(nb)]
             pos_files = [stack.enter_context(open(os.path.join(scratch, f"b{b}.pos"), "wb"))

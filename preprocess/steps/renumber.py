@@ -29,6 +29,8 @@ from collections.abc import Iterable, Iterator
 import numba
 import numpy as np
 
+from featurestore.fileio import disk_full_as_error, write_file
+
 from preprocess.steps.diskmap import map_file, open_npy
 from preprocess.sources.base import EdgeSource, as_int64_ids
 from preprocess.sources.csv import from_csv
@@ -226,7 +228,7 @@ class _Run:
     @staticmethod
     def write(path: str, k, c, p) -> _Run:
         for x, a in (("k", k), ("c", c), ("p", p)):
-            np.ascontiguousarray(a, dtype=np.int64).tofile(f"{path}.{x}")
+            write_file(f"{path}.{x}", np.ascontiguousarray(a, dtype=np.int64))
         return _Run(path, len(k))
 
     def remove(self) -> None:
@@ -333,7 +335,8 @@ def build_idmap(path: str, blocks: Iterable, *, name: str, what: str, from_file:
             st[lo:min(lo + step, n)] = np.arange(lo, min(lo + step, n), dtype=np.int64)
         st.flush()
         del st
-    np.save(os.path.join(path, "meta.npy"), np.array([n, int(strings)], np.int64))
+    with disk_full_as_error(os.path.join(path, "meta.npy")):
+        np.save(os.path.join(path, "meta.npy"), np.array([n, int(strings)], np.int64))
     return IdMap(path)
 
 

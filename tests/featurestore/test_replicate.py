@@ -113,6 +113,29 @@ def test_interrupted_replicate_resumes(source, tmp_path, monkeypatch):
     assert not [p for p in tree(tmp_path / "r") if p.endswith(rp.PARTIAL)]
 
 
+def test_short_writes_stop_the_copy_and_record_nothing(source, tmp_path, monkeypatch):
+    """A full disk under replicate (review of 2026-11-30, stop 14: short writes were ignored
+    and the part recorded as copied over a hole): ``pwrite`` taking 100 bytes of a part and
+    then nothing is a DiskFullError; the half replica refuses to open, and the rerun's
+    replica equals the source (no zeros kept from the hole)."""
+    import featurestore.fileio as fio
+
+    path, url, _, _ = source
+    real = os.pwrite
+
+    def short(fd, buf, off):  # the disk takes 100 bytes, then nothing
+        return real(fd, bytes(memoryview(buf)[:100]), off) if off % 4096 == 0 else 0
+
+    monkeypatch.setattr(fio.os, "pwrite", short)
+    with pytest.raises(fs.DiskFullError, match="replica"):
+        rp.replicate(url, tmp_path / "r", threads=1, part_bytes=16 << 10, progress=False)
+    monkeypatch.undo()
+    with pytest.raises(fs.IncompleteStoreError):
+        fs.open_store(tmp_path / "r")
+    rp.replicate(url, tmp_path / "r", threads=2, part_bytes=16 << 10, progress=False)
+    assert tree(tmp_path / "r") == tree(path)
+
+
 def test_resume_inside_a_file(source, tmp_path, monkeypatch):
     path, url, counts, _ = source
     part = 16 << 10

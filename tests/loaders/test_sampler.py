@@ -199,6 +199,19 @@ def test_bad_input_is_named(skewed_graph, hetero_store):
         NeighborSampler(hetero_store, [1]).sample([0])
 
 
+def test_fractional_fanouts_are_refused_not_truncated(skewed_graph, hetero_store):
+    """Issue 10 item 12: a fanout of 2.7 (or True, or "3") given to the sampler itself was
+    truncated or parsed into an integer (the loader refused it, the sampler did not)."""
+    torch = pytest.importorskip("torch")
+    for bad in ([2.7], [np.float32(2.0)], [True], [np.True_], ["3"], "3", [2, 1.5]):
+        with pytest.raises(LoaderArgumentError, match="integer fanouts"):
+            NeighborSampler(skewed_graph, bad)
+    with pytest.raises(LoaderArgumentError, match="integer fanouts"):
+        NeighborSampler(hetero_store, {"cites": [1.5], "writes": [1]})
+    for good in ([np.int64(3), -1], (2, 1), np.array([3, 2]), torch.tensor([3, 2])):
+        assert NeighborSampler(skewed_graph, good).fanouts.num_layers == 2
+
+
 def test_topology_in_memory_samples_the_same(hetero_store):
     seeds = hetero_store.split("train", "paper")[:80]
     a = NeighborSampler(hetero_store, [4, 3]).sample(seeds, "paper", batch=5)

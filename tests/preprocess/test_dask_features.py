@@ -118,6 +118,31 @@ def test_remote_store_needs_a_shared_scratch(toy, tmp_path, client, small, monke
     assert os.listdir(tmp_path / "scratch") == []  # the job's folder is gone after commit
 
 
+def test_failed_feature_task_leaves_no_scratch_file(toy, tmp_path, client, small,
+                                                   monkeypatch):
+    """Review of 2026-11-30 (stop 15): a remote store's Dask feature scratch file was named
+    after the array only and stayed behind when a task failed. Now it has a name of its own
+    and goes with the failure."""
+    import preprocess.dask.features as dfeat
+
+    monkeypatch.setattr(dfeat, "REMOTE_TASK_BYTES", 256)
+    real = dfeat._rows_task
+
+    def fail_block_3(task, b):
+        if b == 3:
+            raise OSError("simulated task failure")
+        return real(task, b)
+
+    spec, _ = toy
+    url = f"memory://dask-features-fail/{tmp_path.name}"
+    scratch = tmp_path / "scratch"
+    monkeypatch.setattr(dfeat, "_rows_task", fail_block_3)
+    with pytest.raises(OSError, match="simulated task failure"):
+        run_spec(spec, url + "/dask", dask=client, scratch_dir=scratch, **KW)
+    left = [f for _, _, fs_ in os.walk(scratch) for f in fs_ if f.startswith("features-")]
+    assert left == []
+
+
 @pytest.mark.parametrize("what,k", [("features", 7), ("csc", 5)])
 def test_driver_killed_in_a_dask_step_resumes_to_the_same_store(toy, tmp_path, client,
                                                                 small, what, k):

@@ -119,6 +119,43 @@ def test_replace_refuses_directories_that_are_not_our_stores(tmp_path):
     assert f.read_text() == "x"
 
 
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A directory nothing can be written in: a read-only tmpfs as root (chmod does not stop
+    root), else a directory without write permission."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    if os.geteuid() == 0:
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M,ro", "tmpfs", str(d)],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            pytest.skip(f"cannot mount a read-only tmpfs here: {p.stderr.strip()}")
+        try:
+            yield d
+        finally:
+            subprocess.run(["umount", "-l", str(d)], capture_output=True)
+    else:
+        d.chmod(0o555)
+        try:
+            yield d
+        finally:
+            d.chmod(0o755)
+
+
+def test_read_only_output_is_a_named_error(read_only_dir, tmp_path):
+    """Issue 10 item 13: an output in a read-only place (a read-only file system gave a bare
+    ``OSError: [Errno 30]``) is an UnsafePathError naming the store, for the writer and for a
+    job, both for a new store directory and for the directory itself."""
+    for out in (read_only_dir / "s", read_only_dir):
+        with pytest.raises(UnsafePathError, match=str(out)):
+            fs.create_store(out)
+    np.save(tmp_path / "e.npy", np.array([[0, 1], [1, 2]]))
+    from featurestore.cli import main as cli_main
+
+    assert cli_main(["preprocess", "edges", str(tmp_path / "e.npy"), str(read_only_dir / "s"),
+                     "--no-progress"]) == 2
+
+
 def test_replacing_our_store_keeps_the_users_files(tmp_path):
     p = tmp_path / "s"
     w = fs.create_store(p)
