@@ -133,12 +133,10 @@ class NeighborLoader:
     replace
         Sample neighbours with replacement.
     feature
-        Name of the feature to gather per node type (types without it get none); ``None``
-        gathers none.
+        The feature gathered per node type (none for types without it; ``None``: none).
     labels
-        Attach labels (store value ``label``) when present, for every sampled node of a
-        labelled type (PyG's ``y``, seeds first; ``MiniBatch.y_all``) and the seeds
-        (``MiniBatch.y``, DGL's ``label``).
+        Attach labels (store value ``label``) of every sampled node of a labelled type (PyG's
+        ``y``, seeds first; ``MiniBatch.y_all``) and of the seeds (``MiniBatch.y``, DGL's).
     staging_bytes
         Rows are gathered in chunks of this size: with CUDA through one of two pinned
         staging buffers (host memory stays bounded); on the CPU it bounds reader scratch.
@@ -159,10 +157,8 @@ class NeighborLoader:
         ``"degree"`` (how often a node is a neighbour), ``"auto"`` (default: presample) or
         ``None`` (no cache: every row is read from the store).
     batches_in_flight
-        Batch buffers the plan holds (host memory, CPU output): 2 (default) lets the next
-        batch be gathered while the training loop holds the current one; 1 suits a loop
-        that drops each batch before asking for the next (``del batch``), and gives a batch's
-        memory to the cache. Ignored without a plan or with CUDA (rows go through staging).
+        Host batch buffers the plan holds (CPU output): 2 (default) serves a loop that holds a
+        batch while asking for the next; 1 one that drops it first, for more cache rows.
     presample_epochs
         Epochs of batches the ``"presample"`` pass samples (1).
     gpu_cache_bytes
@@ -173,8 +169,7 @@ class NeighborLoader:
         batches are the same with or without it.
     rank, world_size
         Data-parallel training (DDP): every rank shuffles the inputs alike (same ``seed``)
-        and takes its own contiguous share of ``len(inputs) // world_size`` of them, so the
-        ranks see disjoint seeds and the same number of batches per epoch.
+        and takes its own share of ``len(inputs) // world_size`` of them (disjoint seeds).
 
     Example::
 
@@ -286,6 +281,11 @@ class NeighborLoader:
         return self.gatherer.pools
 
     # -- public --------------------------------------------------------------------------
+    @property
+    def dataset(self) -> range:
+        """``range(len(inputs))``, as PyG's loaders' (``len(loader.dataset)``: the seeds)."""
+        return range(int(self.input_nodes.shape[0]))
+
     def __len__(self) -> int:
         n, b = self.input_nodes.shape[0] // self.world_size, self.batch_size
         return n // b if self.drop_last else -(-n // b)

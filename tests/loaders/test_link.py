@@ -49,6 +49,7 @@ def test_no_negatives_same_seeds_as_pyg(homo_store):
                               device="cpu")
     peer = _pyg_loader(homo_store, pairs)
     assert len(ours) == len(peer)
+    assert list(ours.dataset) == list(peer.dataset)  # len(loader.dataset): the seed edges
     for k, (a, b) in enumerate(zip(ours, peer)):
         at = pairs[:, 64 * k: 64 * (k + 1)]
         _check_pairs(a, at)
@@ -299,3 +300,18 @@ def test_edge_type_without_destination_nodes_named(tmp_path):
             LinkNeighborLoader(s, {("user", "buys", "item"): [1], ("user", "knows", "user"): [1]},
                                (("user", "buys", "item"), np.zeros((2, 0), np.int64)),
                                neg_sampling_ratio=1.0, device="cpu")
+
+
+def test_dataset_is_the_range_of_seeds_as_pygs(homo_store):
+    """``len(loader.dataset)`` (PyG's scripts size progress bars with it): the seed nodes of a
+    NeighborLoader, the seed edges of a LinkNeighborLoader, whatever the rank's share."""
+    from loaders import NeighborLoader
+
+    train = np.asarray(homo_store.split("train"))
+    for rank in (0, 1):
+        ld = NeighborLoader(homo_store, [3, 2], "train", batch_size=64, device="cpu",
+                            rank=rank, world_size=2)
+        assert ld.dataset == range(train.shape[0])
+    pairs = _pairs(homo_store, 200)
+    assert LinkNeighborLoader(homo_store, [3, 2], pairs, batch_size=64,
+                              device="cpu").dataset == range(200)
