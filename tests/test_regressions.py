@@ -112,13 +112,12 @@ def hub_store(tmp_path_factory):
     return path
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 23 item 6, not fixed: the plan sizes batch buffers from a few measured batches "
-    "(x1.05); a larger batch later makes a buffer past the plan, kept in the pool"))
 def test_batch_buffers_stay_in_the_plan(hub_store):
     """Issue 23 item 6: every allocation of a budgeted loader is in its plan. Batches of
-    leaf seeds are measured (10 rows each); the one batch of hub seeds (about 110 rows) is not
-    one of those measured, and must not get a buffer past the plan's rows."""
+    leaf seeds are 10 rows each; the one batch of hub seeds (about 110 rows) was not among the
+    8 batches the plan measured (0, 4, 8, ...), and got a buffer past the plan's rows; the plan
+    now measures up to ``MEASURED_BATCHES`` (the whole of this 29-batch epoch). A batch past
+    the plan is counted and warned of (tests/loaders/test_budget.py)."""
     import torch
 
     from loaders import NeighborLoader
@@ -143,6 +142,7 @@ def test_batch_buffers_stay_in_the_plan(hub_store):
             biggest = max(biggest, x.untyped_storage().nbytes() // (768 * 2))
             del mb, x
     assert biggest <= planned, f"a batch buffer of {biggest} rows; the plan has {planned}"
+    assert ld.stats.past_plan_batches == 0 and ld.stats.past_plan_bytes == 0
 
 
 def test_loopback_server_answers_416_to_an_unsatisfiable_range(tmp_path):
