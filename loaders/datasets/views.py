@@ -13,9 +13,10 @@ answer the same calls from a store, so a script keeps those lines and changes it
 Nothing is read into memory up front. Node features and value arrays (``x``, ``feat``, ``y``,
 ``label``, ``year``) are :class:`LazyRows`: their shape is known, and indexing them gathers the
 rows from the store. Split masks (``train_mask``...) are built from the split ids on first
-use (one byte per node). Topology is the store's CSC: ``edge_index`` is not materialised, and
-setting attributes (``data.edge_index = to_undirected(...)``) is refused with a message, since a
-store is read-only. OGB-LSC's ``MAG240MDataset`` is in :mod:`loaders.datasets.lsc`.
+use (one byte per node). Topology is the store's CSC: ``edge_index`` is made from it only when
+asked (:attr:`StoreData.edge_index`, homogeneous stores, bounded), and setting attributes
+(``data.edge_index = to_undirected(...)``) is refused with a message, since a store is
+read-only. OGB-LSC's ``MAG240MDataset`` is in :mod:`loaders.datasets.lsc`.
 """
 
 from __future__ import annotations
@@ -440,6 +441,36 @@ class StoreData(_Typed):
             return getattr(self._node_view(self.node_types[0]), name)
         raise AttributeError(f"{self.store.url} has node types {self.node_types}: read "
                              f"data[node_type].{name}")
+
+    @property
+    def edge_index(self) -> torch.Tensor:
+        """A homogeneous store's whole ``(2, E)`` int64 ``edge_index`` (sources first, CSC
+        order), for PyG's full-graph code (``RandomLinkSplit``, full-batch tests): made on each
+        access, 16 bytes an edge, refused past a quarter of the memory this process may use."""
+        st = self.store
+        if not self.is_homogeneous:
+            raise AttributeError(f"{st.url} has node types {self.node_types}: read "
+                                 "data[edge_type] (no whole-graph edge_index)")
+        from featurestore.sysmem import available_memory
+
+        if len(st.edge_types) != 1:
+            raise AttributeError(f"{st.url} has edge types {st.edge_types}: read "
+                                 "data[edge_type] (no whole-graph edge_index)")
+        indptr, indices = st.csc(st.edge_types[0])
+        need, room = 16 * int(indices.shape[0]), int(available_memory()) // 4
+        if need > room:
+            from loaders.errors import LoaderMemoryError
+
+            raise LoaderMemoryError(
+                f"Expected edge_index of {st.url} to fit a quarter of the memory this process "
+                f"may use ({room:,} bytes): its {indices.shape[0]:,} edges take {need:,}. "
+                "Sample with loaders.NeighborLoader, or PyG's loaders over "
+                "loaders.pyg.remote_backend(store).", need * 4)
+        counts = np.diff(np.asarray(indptr, np.int64))
+        out = torch.empty((2, indices.shape[0]), dtype=torch.int64)
+        out[0] = torch.from_numpy(np.asarray(indices, np.int64))
+        out[1] = torch.from_numpy(np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts))
+        return out
 
     @property
     def num_features(self) -> int:

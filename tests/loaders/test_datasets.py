@@ -36,14 +36,35 @@ def test_pyg_dataset_homogeneous(homo_store_path):
     assert data.to("cpu", "x", "y") is data
 
 
-def test_views_refuse_writes_and_explain_edge_index(homo_store_path):
+def test_views_refuse_writes(homo_store_path):
     data = PygNodePropPredDataset(root=homo_store_path)[0]
     with pytest.raises(LoaderArgumentError, match="read-only store"):
         data.edge_index = None
-    with pytest.raises(AttributeError, match="CSC"):
-        _ = data.edge_index
     with pytest.raises(AttributeError, match="nope"):
         _ = data.nope
+
+
+def test_homogeneous_view_has_the_whole_edge_index(homo_store_path, monkeypatch):
+    """``data.edge_index`` of a homogeneous store: every edge once, as scipy reads the CSC
+    arrays (column j holds the sources of node j), int64 and (2, E) as PyG's; refused with a
+    named error past a quarter of the memory the process may use."""
+    import scipy.sparse as sp
+
+    from featurestore import sysmem
+    from loaders.errors import LoaderMemoryError
+
+    data = PygNodePropPredDataset(root=homo_store_path)[0]
+    store = fs.open_store(homo_store_path)
+    indptr, indices = (np.asarray(a) for a in store.csc(store.edge_types[0]))
+    n = store.num_nodes()
+    coo = sp.csc_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(n, n)).tocoo()
+    ei = data.edge_index
+    assert ei.dtype == torch.int64 and tuple(ei.shape) == (2, indices.shape[0])
+    got = sorted(zip(ei[0].tolist(), ei[1].tolist()))
+    assert got == sorted(zip(coo.row.tolist(), coo.col.tolist()))
+    monkeypatch.setattr(sysmem, "available_memory", lambda *a: 16 * indices.shape[0])
+    with pytest.raises(LoaderMemoryError, match="quarter"):
+        _ = data.edge_index
 
 
 def test_hetero_view(hetero_store_path):
