@@ -64,6 +64,9 @@ class BufferPool:
             time.sleep(0.0005)
 
     def _new(self, n: int, free: list, keep: bool = True) -> torch.Tensor:
+        if self.rows and n > self.rows:  # past the plan's rows: made for this batch alone,
+            # and the planned buffers are kept (a grown one would stay past the plan)
+            keep, free = False, []
         # free buffers too small for this batch are dropped, not hoarded
         gone = {id(b) for b in free}  # by identity: == on tensors compares values
         self._bufs = [b for b in self._bufs if id(b) not in gone]

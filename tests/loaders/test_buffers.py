@@ -32,3 +32,24 @@ def test_staging_ring_views_and_growth():
     assert x.data_ptr() != y.data_ptr()  # two slots in turn
     z = ring.next(1, torch.float32, (1000,))  # one row larger than a chunk: buffers grow
     assert z.shape == (1, 1000)
+
+
+def test_a_batch_past_the_planned_rows_gets_a_buffer_of_its_own():
+    """With planned rows, a larger batch gets a buffer made for it alone: the pool keeps its
+    planned buffers at their size (a grown one would stay past the plan) and reuses them."""
+    import torch
+
+    from loaders.loader.buffers import BufferPool
+
+    pool = BufferPool(torch.float32, (4,), pin=False, max_buffers=1, rows=10)
+    a = pool.take(8)
+    base = a.untyped_storage().data_ptr()
+    assert a.untyped_storage().nbytes() == 10 * 4 * 4
+    del a
+    big = pool.take(25)  # past the plan
+    assert big.shape == (25, 4) and big.untyped_storage().data_ptr() != base
+    del big
+    again = pool.take(9)  # the planned buffer, not a grown one
+    assert again.untyped_storage().data_ptr() == base
+    assert again.untyped_storage().nbytes() == 10 * 4 * 4
+    assert [b.shape[0] for b in pool._bufs] == [10]
