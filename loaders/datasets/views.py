@@ -473,6 +473,18 @@ class StoreData(_Typed):
         return out
 
     @property
+    def edge_attr(self) -> LazyRows:
+        """A homogeneous store's edge feature (its only one) in :attr:`edge_index`'s order,
+        read when indexed, as ``x`` is."""
+        st = self.store
+        if not self.is_homogeneous or len(st.edge_types) != 1:
+            raise AttributeError(f"{st.url} has edge types {st.edge_types}: read "
+                                 "data[edge_type] (no whole-graph edge_attr)")
+        if not st.edge_feature_names(st.edge_types[0]):
+            raise AttributeError(f"{st.url} has no edge features (edge_attr).")
+        return LazyRows(st.edge_features(st.edge_types[0]), "edge_attr", self.device)
+
+    @property
     def num_features(self) -> int:
         """The width of ``x`` of the labelled (or only) node type."""
         return self._node_view(self._target()).num_features

@@ -129,3 +129,20 @@ def test_edge_rows_are_in_the_memory_plan(tmp_path):
                                  + plan.edge_bytes * max(1, plan.batches_in_flight))
     none = loaders.NeighborLoader(store, [5, 3], "train", edge_attrs=[], **kw)
     assert none.plan.edge_bytes == 0
+
+
+def test_view_edge_attr_follows_edge_index(tmp_path):
+    """``StoreData.edge_attr`` (PyG's full-graph ``data.edge_attr``): row ``e`` belongs to
+    column ``e`` of ``data.edge_index`` (the rows encode their endpoints)."""
+    import torch
+
+    from loaders.datasets.views import StoreData
+
+    data = StoreData(_store(tmp_path / "s"))
+    ei, attr = data.edge_index, data.edge_attr
+    assert attr.shape == (ei.shape[1], 3)
+    rows = attr[torch.arange(ei.shape[1])]
+    np.testing.assert_array_equal(rows[:, 0].long(), ei[0])
+    np.testing.assert_array_equal(rows[:, 1].long(), ei[1])
+    with pytest.raises(AttributeError, match="edge_attr"):  # several edge types: per type
+        _ = StoreData(_store(tmp_path / "h", hetero=True)).edge_attr
