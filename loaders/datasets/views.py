@@ -437,6 +437,9 @@ class StoreData(_Typed):
                 f"memory (HGTLoader, ClusterLoader, ...) do not take it: sample with "
                 f"loaders.NeighborLoader(view, ...), or PyG's NeighborLoader over "
                 f"loaders.pyg.remote_backend(store).")
+        if name in ("edge_index", "edge_attr"):  # the properties' own errors land here
+            raise AttributeError(f"{self.store.url} has edge types {self.store.edge_types}: "
+                                 f"no whole-graph {name}; read data[edge_type]")
         if self.is_homogeneous:
             return getattr(self._node_view(self.node_types[0]), name)
         raise AttributeError(f"{self.store.url} has node types {self.node_types}: read "
@@ -446,7 +449,8 @@ class StoreData(_Typed):
     def edge_index(self) -> torch.Tensor:
         """A homogeneous store's whole ``(2, E)`` int64 ``edge_index`` (sources first, CSC
         order), for PyG's full-graph code (``RandomLinkSplit``, full-batch tests): made on each
-        access, 16 bytes an edge, refused past a quarter of the memory this process may use."""
+        access, 16 bytes an edge (32 while made), refused past a quarter of the memory this
+        process may use."""
         st = self.store
         if not self.is_homogeneous:
             raise AttributeError(f"{st.url} has node types {self.node_types}: read "
@@ -457,7 +461,8 @@ class StoreData(_Typed):
             raise AttributeError(f"{st.url} has edge types {st.edge_types}: read "
                                  "data[edge_type] (no whole-graph edge_index)")
         indptr, indices = st.csc(st.edge_types[0])
-        need, room = 16 * int(indices.shape[0]), int(available_memory()) // 4
+        # the (2, E) output, an int64 copy of the sources and the destinations' repeat
+        need, room = 32 * int(indices.shape[0]), int(available_memory()) // 4
         if need > room:
             from loaders.errors import LoaderMemoryError
 
@@ -473,16 +478,22 @@ class StoreData(_Typed):
         return out
 
     @property
-    def edge_attr(self) -> LazyRows:
-        """A homogeneous store's edge feature (its only one) in :attr:`edge_index`'s order,
-        read when indexed, as ``x`` is."""
+    def edge_attr(self) -> LazyRows | None:
+        """A homogeneous store's edge feature (its only one, or ``edge_attr``) in
+        :attr:`edge_index`'s order, read when indexed as ``x`` is; ``None`` without one."""
         st = self.store
         if not self.is_homogeneous or len(st.edge_types) != 1:
             raise AttributeError(f"{st.url} has edge types {st.edge_types}: read "
                                  "data[edge_type] (no whole-graph edge_attr)")
-        if not st.edge_feature_names(st.edge_types[0]):
-            raise AttributeError(f"{st.url} has no edge features (edge_attr).")
-        return LazyRows(st.edge_features(st.edge_types[0]), "edge_attr", self.device)
+        names = st.edge_feature_names(st.edge_types[0])
+        if not names:
+            return None  # as PyG's Data without edge features
+        if len(names) > 1 and "edge_attr" not in names:
+            raise LoaderArgumentError(f"Expected one edge feature of {st.url} for edge_attr, or "
+                                      f"one named 'edge_attr'. Got {names}: read "
+                                      "store.edge_features(etype, name).")
+        return LazyRows(st.edge_features(st.edge_types[0], "edge_attr" if len(names) > 1
+                                         else names[0]), "edge_attr", self.device)
 
     @property
     def num_features(self) -> int:

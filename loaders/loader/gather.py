@@ -271,14 +271,14 @@ class BatchGather:
         st = self.stats
         row = int(torch.Size(pool.row_shape).numel()) * torch.empty((), dtype=pool.dtype) \
             .element_size()
-        past = (n - pool.rows) * row
+        past = n * row  # a buffer of its own, besides the planned ones (BufferPool._new)
         st.past_plan_batches += 1
         if st.past_plan_batches == 1:
             log.warning("a batch of %d %s rows, more than the %d the memory plan's buffers hold "
-                        "(the most of the batches it measured, plus headroom): %.1f MiB past "
-                        "the plan, taken from its safety margin. Leave more room (memory=) or "
-                        "lower batch_size or the fanouts if this repeats", n, key, pool.rows,
-                        past / 2**20)
+                        "(the most of the batches it measured, plus headroom): a buffer of "
+                        "its own, %.1f MiB past the plan, freed with the batch. Leave more "
+                        "room (memory=) or lower batch_size or the fanouts if this repeats",
+                        n, key, pool.rows, past / 2**20)
         st.past_plan_bytes = max(st.past_plan_bytes, past)
 
     # -- the path ------------------------------------------------------------------------

@@ -22,8 +22,9 @@ class LoaderStats:
     from the store), ``reads`` (I/O requests issued for them, after merging neighbouring rows)
     and ``bytes_read``. ``overflows`` counts batch buffers made past the plan because the
     training loop held every planned one while asking for the next batch; ``past_plan_bytes``
-    the most bytes one batch buffer held past the plan's rows, when a batch had more distinct
-    rows than the plan measured (plus its headroom), and ``past_plan_batches`` how many did.
+    the largest buffer made past the plan (for a batch with more distinct rows than the plan
+    measured, plus its headroom: a buffer of its own, freed with the batch), and
+    ``past_plan_batches`` how many batches needed one.
 
     With a CUDA device, ``h2d_bytes`` counts the feature bytes copied host to device; with a
     GPU tier (``gpu_cache_bytes=``), ``gpu_hits``/``gpu_misses`` count rows it served or

@@ -168,6 +168,8 @@ class Fanouts:
 
 def _check_list(v) -> tuple[int, ...]:
     try:  # integers only: 2.7, True or "3" are refused, not truncated or parsed
+        if not isinstance(v, (str, bytes)):
+            v = list(v)  # a generator is read once
         if isinstance(v, (str, bytes)) or any(isinstance(x, (bool, np.bool_)) for x in v):
             raise TypeError(v)
         out = tuple(operator.index(x) for x in v)

@@ -125,9 +125,11 @@ class ReorderContext(StepContext):
         """``(perm, inv)`` of the renumbered type, memory-mapped from the work directory."""
         if self._order is None:
             self._order = load_order(order_dir(self.job))
-            if self._order is None:  # the order step finished, its files are gone: redo
-                _order_step(self)
-                self._order = load_order(order_dir(self.job))
+            if self._order is None:  # the order step finished, its files are gone: a new
+                # ranking could differ from the one the rows already written follow
+                raise ReorderError(f"Expected the order of {self.ntype!r} in "
+                                   f"{order_dir(self.job)}, which the order step writes. It "
+                                   "is missing: run the job with --force.")
         return self._order
 
     def perm_of(self, ntype: str) -> np.ndarray | None:

@@ -62,6 +62,7 @@ def test_homogeneous_view_has_the_whole_edge_index(homo_store_path, monkeypatch)
     assert ei.dtype == torch.int64 and tuple(ei.shape) == (2, indices.shape[0])
     got = sorted(zip(ei[0].tolist(), ei[1].tolist()))
     assert got == sorted(zip(coo.row.tolist(), coo.col.tolist()))
+    assert not store.edge_feature_names(store.edge_types[0]) and data.edge_attr is None
     monkeypatch.setattr(sysmem, "available_memory", lambda *a: 16 * indices.shape[0])
     with pytest.raises(LoaderMemoryError, match="quarter"):
         _ = data.edge_index

@@ -333,3 +333,13 @@ def test_union_fanouts_must_agree_per_node_type(hetero_store):
                         fanout_per="node")
     with pytest.raises(LoaderArgumentError, match="fanout_per"):
         NeighborSampler(hetero_store, [1], fanout_per="relation")
+
+
+def test_fanouts_from_a_generator_are_read_once(homo_store):
+    """A generator of fanouts is read whole (a check that consumed it left no layers)."""
+    from loaders.sample.sampler import NeighborSampler
+
+    a = NeighborSampler(homo_store, (k for k in [3, 2]))
+    b = NeighborSampler(homo_store, [3, 2])
+    assert a.fanouts.num_layers == b.fanouts.num_layers == 2
+    assert a.fanouts.per_etype == b.fanouts.per_etype

@@ -309,6 +309,28 @@ def test_killed_job_resumes_to_the_same_store(tmp_path):
         assert store_snapshot(out) == want
 
 
+def test_resumed_job_refuses_a_lost_order(tmp_path):
+    """A killed job whose work files lost the order (perm/inv) stops with ReorderError on
+    resume, not a new ranking the rows already written do not follow."""
+    import shutil
+
+    from preprocess.errors import ReorderError
+
+    src = homo_store(tmp_path / "src", n=2000, e=20_000)
+    out = tmp_path / "dst"
+    p = subprocess.run([sys.executable, os.path.join(HERE, "kill_reorder_run.py"),
+                        str(src), str(out), "4"], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "PYTHONPATH": _pythonpath()})
+    assert p.returncode == -9, p.stderr[-2000:]
+    dirs = [d for d, _, files in os.walk(tmp_path)
+            if os.path.basename(d) == "order" and "perm.npy" in files]
+    assert len(dirs) == 1, dirs
+    shutil.rmtree(dirs[0])
+    with pytest.raises(ReorderError, match="--force"):
+        run_reorder(src, out, order="degree", hot=200, budget_bytes=16 << 20,
+                    progress=False, ranking=degree_ranking)
+
+
 def _pythonpath() -> str:
     root = os.path.dirname(os.path.dirname(HERE))
     return os.pathsep.join([root] + [p for p in os.environ.get("PYTHONPATH", "").split(
