@@ -42,12 +42,25 @@ def rss_anon() -> int:
     return int(m.group(1)) * 1024 if m else 0
 
 
+def _cgroups(proc_cgroup: str):
+    """``(v1 controllers, path)`` of each line of ``proc_cgroup``; ``None`` for the
+    controllers of the v2 (unified) line, ``0::/path``."""
+    for line in (_read(proc_cgroup) or "").splitlines():
+        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        yield (None if hid == "0" and controllers == "" else controllers.split(",")), path
+
+
+def _ancestors(base: str, rel: str) -> list[str]:
+    """The cgroup directory ``base/rel`` and each of its parents up to ``base``."""
+    parts = [p for p in rel.strip("/").split("/") if p]
+    return [os.path.join(base, *parts[:k]) for k in range(len(parts), -1, -1)]
+
+
 def _walk_limits(base: str, rel: str, name: str) -> int | None:
     """The smallest ``name`` limit from the cgroup directory ``base/rel`` up to ``base``."""
     best = None
-    parts = [p for p in rel.strip("/").split("/") if p]
-    for k in range(len(parts), -1, -1):
-        text = _read(os.path.join(base, *parts[:k], name))
+    for d in _ancestors(base, rel):
+        text = _read(os.path.join(d, name))
         if text is None or text == "max":
             continue
         try:
@@ -68,20 +81,16 @@ def cgroup_memory_limit(proc_cgroup: str = "/proc/self/cgroup",
     proc_cgroup, root
         The process's cgroup file and the cgroup mount (tests point them at a fake tree).
     """
-    text = _read(proc_cgroup)
-    if not text:
-        return None
     limits = []
-    for line in text.splitlines():
-        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if "memory" in controllers.split(","):  # v1
+    for controllers, path in _cgroups(proc_cgroup):
+        if controllers is not None and "memory" in controllers:  # v1
             for base in (os.path.join(root, "memory"), root):
                 if os.path.exists(os.path.join(base, "memory.limit_in_bytes")):
                     lim = _walk_limits(base, path, "memory.limit_in_bytes")
                     if lim is not None:
                         limits.append(lim)
                     break
-        elif hid == "0" and controllers == "":  # v2
+        elif controllers is None:  # v2
             for base in (root, os.path.join(root, "unified")):
                 if os.path.exists(os.path.join(base, "cgroup.controllers")):
                     lim = _walk_limits(base, path, "memory.max")
@@ -101,12 +110,10 @@ def cgroup_mapped_file_bytes(proc_cgroup: str = "/proc/self/cgroup",
     """File pages mapped by the processes of this cgroup and charged to it (code and data of
     the interpreter and its libraries, when they were first read here): the cap must keep
     room for them, or every page fault re-reads them."""
-    text = _read(proc_cgroup) or ""
-    for line in text.splitlines():
-        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if "memory" in controllers.split(","):
+    for controllers, path in _cgroups(proc_cgroup):
+        if controllers is not None and "memory" in controllers:
             stat, key = os.path.join(root, "memory", path.lstrip("/"), "memory.stat"), "mapped_file"
-        elif hid == "0" and controllers == "":
+        elif controllers is None:
             stat, key = os.path.join(root, path.lstrip("/"), "memory.stat"), "file_mapped"
         else:
             continue
@@ -151,14 +158,10 @@ def cgroup_cpu_quota(proc_cgroup: str = "/proc/self/cgroup",
     proc_cgroup, root
         The process's cgroup file and the cgroup mount (tests point them at a fake tree).
     """
-    text = _read(proc_cgroup)
-    if not text:
-        return None
     found = []
-    for line in text.splitlines():
-        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        v1 = "cpu" in controllers.split(",")
-        if not v1 and not (hid == "0" and controllers == ""):
+    for controllers, path in _cgroups(proc_cgroup):
+        v1 = controllers is not None and "cpu" in controllers
+        if not v1 and controllers is not None:
             continue
         bases = ([os.path.join(root, c) for c in ("cpu", "cpu,cpuacct", "cpuacct,cpu")] + [root]
                  if v1 else [root, os.path.join(root, "unified")])
@@ -166,9 +169,7 @@ def cgroup_cpu_quota(proc_cgroup: str = "/proc/self/cgroup",
         base = next((b for b in bases if os.path.exists(os.path.join(b, marker))), None)
         if base is None:
             continue
-        parts = [p for p in path.strip("/").split("/") if p]
-        for k in range(len(parts), -1, -1):
-            d = os.path.join(base, *parts[:k])
+        for d in _ancestors(base, path):
             q = (_quota(_read(os.path.join(d, "cpu.cfs_quota_us")), False,
                         _read(os.path.join(d, "cpu.cfs_period_us"))) if v1
                  else _quota(_read(os.path.join(d, "cpu.max")), True))
