@@ -503,13 +503,15 @@ def _layouts(store, m: _Measured, memory: int, source: str, *, device, prefetch,
     layouts = ([(0, st) for st in sorted(set(STAGING_CHOICES) | {staging_bytes})] if cuda
                else [(k, staging_bytes)
                      for k in sorted(set(LAYOUT_BUFFERS) | ({given} - {"auto"}))])
+    # as the loader holds it resident (int32 offsets whenever they fit, packed ids): once
+    resident = resident_bytes(CSCGraph.from_store(store), pack=True)
     replays: dict = {}
     alts = []
     for k, st in layouts:
         mem, cache_rows, model, lp = _memory_plan(
             store, m, memory, source, device=device, batches_in_flight=max(k, 1),
             prefetch=prefetch, staging_bytes=st, interpreter_bytes=interpreter_bytes,
-            use_budget=use_budget, batch_dtype=batch_dtype)
+            use_budget=use_budget, batch_dtype=batch_dtype, resident=resident)
         chunk = max(1, st // m.row_bytes[m.ntype]) if cuda else None
         if chunk not in replays:
             replays[chunk] = _Replay(store, m, read_iops, read_bps, chunk)
@@ -670,14 +672,15 @@ def _inputs_bytes(m: _Measured) -> int:
 
 
 def _memory_plan(store, m: _Measured, memory: int, source: str, *, device, batches_in_flight,
-                 prefetch, staging_bytes, interpreter_bytes, use_budget, batch_dtype):
+                 prefetch, staging_bytes, interpreter_bytes, use_budget, batch_dtype,
+                 resident: tuple[int, int]):
     """``(memory split, cache rows, model name, LoaderPlan or None)`` at ``memory``, batch
-    buffers holding rows in the dtype the loader's ``(dtype, output)`` gives."""
+    buffers holding rows in the dtype the loader's ``(dtype, output)`` gives; ``resident``:
+    the topology's ``(bytes, bits)`` as the loader holds it (:func:`resident_bytes`)."""
     dtype, output = batch_dtype
     batch_dtypes = {t: resolve_dtype(dtype, f.dtype, f"{t!r} features", output) or f.dtype
                     for t, f in m.featured.items()}
-    # as the loader holds it resident (int32 offsets whenever they fit, packed ids)
-    topo, bits = resident_bytes(CSCGraph.from_store(store), pack=True)
+    topo, bits = resident
     cuda = str(device).startswith("cuda")
     in_flight = 0 if cuda else int(batches_in_flight)
     staging = 2 * int(staging_bytes) if cuda else 0
